@@ -1,0 +1,633 @@
+//! Stream dialects: how an LLM endpoint's events carry answer text, reasoning, tool calls,
+//! token usage, errors, the end of the stream and the server's own timing breakdown.
+//!
+//! A dialect looks at one dispatched [`Event`] at a time and says what it carried
+//! ([`Decoded`]). It never decides timing: the caller knows which stamped network chunk
+//! completed the event.
+//!
+//! What is *not* a token matters as much as what is: a role-only first chunk, an empty or
+//! `null` content, a keep-alive comment, a ping and a usage-only chunk carry no answer
+//! text, and counting any of them as the first token makes TTFT look better than what the
+//! user saw.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::sse::Event;
+
+/// The stream formats firsttoken understands. In JSON a plain dialect is its name
+/// (`"openai-chat"`); a custom one is `{"custom": {...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// OpenAI chat completions (`chat.completion.chunk` events, `data: [DONE]`), also spoken
+    /// by OpenRouter, vLLM, DeepSeek and most OpenAI-compatible gateways.
+    #[default]
+    OpenaiChat,
+    /// OpenAI Responses API (`response.output_text.delta` … `response.completed`).
+    OpenaiResponses,
+    /// Anthropic Messages (`content_block_delta` … `message_stop`).
+    Anthropic,
+    /// An app's own event stream: which event carries text where, and which ends it.
+    Custom(CustomDialect),
+    /// Plain text: every event with a non-empty data payload is one chunk of answer text.
+    Text,
+}
+
+/// An app's own stream format, described by event names and JSON pointers (RFC 6901).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomDialect {
+    /// The event type that carries answer text (`"message"` for events without `event:`).
+    pub token_event: String,
+    /// Where the text is inside that event's JSON data (`/t`, `/choices/0/text`).
+    pub token_pointer: String,
+    /// The event type that ends the stream, if it has one.
+    #[serde(default)]
+    pub done_event: Option<String>,
+    /// Where the server's timing breakdown is inside the done event's data.
+    #[serde(default)]
+    pub timings_pointer: Option<String>,
+}
+
+impl CustomDialect {
+    /// Checks the names and pointers; the error names the field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let name = |field: &'static str, value: &str| {
+            if value.is_empty()
+                || value.len() > 64
+                || value.chars().any(|c| c.is_control() || c == ' ')
+            {
+                Err((
+                    field,
+                    format!("{value:?} is not an event name (1–64 characters, no spaces)"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        let pointer = |field: &'static str, value: &str| {
+            if value.len() > 256 || !(value.is_empty() || value.starts_with('/')) {
+                Err((
+                    field,
+                    format!("{value:?} is not a JSON pointer: it must be empty or start with /"),
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        name("token_event", &self.token_event)?;
+        pointer("token_pointer", &self.token_pointer)?;
+        if let Some(done) = &self.done_event {
+            name("done_event", done)?;
+        }
+        if let Some(timings) = &self.timings_pointer {
+            pointer("timings_pointer", timings)?;
+        }
+        Ok(())
+    }
+}
+
+impl Dialect {
+    /// The dialects that need no further description, in the order a user picks from.
+    pub const PLAIN: [Dialect; 4] = [
+        Dialect::OpenaiChat,
+        Dialect::OpenaiResponses,
+        Dialect::Anthropic,
+        Dialect::Text,
+    ];
+
+    /// The name used in plans, records and the UI.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Dialect::OpenaiChat => "openai-chat",
+            Dialect::OpenaiResponses => "openai-responses",
+            Dialect::Anthropic => "anthropic",
+            Dialect::Custom(_) => "custom",
+            Dialect::Text => "text",
+        }
+    }
+
+    /// Looks a plain dialect up by its name (a custom one needs its description).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::PLAIN.into_iter().find(|d| d.name() == name)
+    }
+
+    /// What one event carried.
+    pub fn decode(&self, event: &Event) -> Result<Decoded, DecodeError> {
+        match self {
+            Dialect::OpenaiChat => decode_openai_chat(event),
+            Dialect::OpenaiResponses => decode_openai_responses(event),
+            Dialect::Anthropic => decode_anthropic(event),
+            Dialect::Custom(custom) => decode_custom(custom, event),
+            Dialect::Text => Ok(Decoded {
+                content: event.data.clone(),
+                ..Decoded::default()
+            }),
+        }
+    }
+}
+
+/// Token counts a stream reports about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+}
+
+impl Usage {
+    /// A later report updates the counts it carries and keeps the others (Anthropic sends
+    /// input tokens at the start and output tokens at the end).
+    pub fn merge(earlier: Option<Usage>, later: Usage) -> Usage {
+        let earlier = earlier.unwrap_or_default();
+        Usage {
+            input_tokens: later.input_tokens.or(earlier.input_tokens),
+            output_tokens: later.output_tokens.or(earlier.output_tokens),
+        }
+    }
+}
+
+/// A server's own timing breakdown (`auth_ms`, `retrieval_ms`, …): the numeric entries of
+/// the object it sent.
+pub type Timings = BTreeMap<String, f64>;
+
+/// What one event carried, as far as timing is concerned.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Decoded {
+    /// Answer text ("" when the event carried none).
+    pub content: String,
+    /// Reasoning text ("" when none).
+    pub reasoning: String,
+    /// The event carried (part of) a tool call.
+    pub tool_call: bool,
+    /// Token counts, when the event reported them.
+    pub usage: Option<Usage>,
+    /// An error reported inside the stream (an HTTP 200 stream can still fail).
+    pub error: Option<String>,
+    /// The stream's own end marker.
+    pub done: bool,
+    /// The server's timing breakdown, when the event carried one.
+    pub timings: Option<Timings>,
+}
+
+impl Decoded {
+    /// The event carried answer text: the first such event is the TTFT.
+    pub fn has_answer(&self) -> bool {
+        !self.content.is_empty()
+    }
+
+    /// The event carried any generated output: reasoning, a tool call or answer text.
+    pub fn has_output(&self) -> bool {
+        self.has_answer() || !self.reasoning.is_empty() || self.tool_call
+    }
+}
+
+/// An event that does not have the shape its dialect promises.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{dialect} event is not valid: {reason}")]
+pub struct DecodeError {
+    pub dialect: &'static str,
+    pub reason: String,
+}
+
+fn parse<'a, T: Deserialize<'a>>(dialect: &'static str, data: &'a str) -> Result<T, DecodeError> {
+    serde_json::from_str(data).map_err(|e| DecodeError {
+        dialect,
+        reason: format!("its data is not the JSON this dialect sends: {e}"),
+    })
+}
+
+/// The numeric entries of a JSON object, or nothing when it is not one.
+pub fn timings_from(value: &Value) -> Option<Timings> {
+    let object = value.as_object()?;
+    Some(
+        object
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+            .collect(),
+    )
+}
+
+// --- OpenAI chat completions -------------------------------------------------------------
+
+/// The parts of a `chat.completion.chunk` that matter; everything else is ignored.
+#[derive(Deserialize)]
+struct ChatChunk {
+    #[serde(default)]
+    choices: Vec<ChatChoice>,
+    usage: Option<ChatUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChatChoice {
+    delta: Option<ChatDelta>,
+}
+
+#[derive(Deserialize)]
+struct ChatDelta {
+    content: Option<String>,
+    reasoning_content: Option<String>,
+    /// OpenRouter's name for the same thing.
+    reasoning: Option<String>,
+    tool_calls: Option<Vec<Value>>,
+}
+
+#[derive(Deserialize)]
+struct ChatUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+}
+
+fn decode_openai_chat(event: &Event) -> Result<Decoded, DecodeError> {
+    if event.data.trim() == "[DONE]" {
+        return Ok(Decoded {
+            done: true,
+            ..Decoded::default()
+        });
+    }
+    let chunk: ChatChunk = parse("openai-chat", &event.data)?;
+    let mut decoded = Decoded {
+        usage: chunk.usage.map(|u| Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        }),
+        error: chunk.error.map(|e| error_message(&e)),
+        ..Decoded::default()
+    };
+    for delta in chunk.choices.into_iter().filter_map(|c| c.delta) {
+        if let Some(text) = delta.content {
+            decoded.content.push_str(&text);
+        }
+        if let Some(text) = delta.reasoning_content.or(delta.reasoning) {
+            decoded.reasoning.push_str(&text);
+        }
+        decoded.tool_call |= delta.tool_calls.is_some_and(|calls| !calls.is_empty());
+    }
+    Ok(decoded)
+}
+
+// --- OpenAI Responses --------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ResponsesEvent {
+    #[serde(rename = "type")]
+    kind: String,
+    delta: Option<String>,
+    item: Option<TypedItem>,
+    response: Option<ResponsesResponse>,
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TypedItem {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+#[derive(Deserialize)]
+struct ResponsesResponse {
+    usage: Option<TokenCounts>,
+    error: Option<Value>,
+}
+
+/// Responses and Anthropic name the counts as firsttoken does, among other fields.
+#[derive(Deserialize)]
+struct TokenCounts {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+impl From<TokenCounts> for Usage {
+    fn from(u: TokenCounts) -> Self {
+        Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        }
+    }
+}
+
+fn decode_openai_responses(event: &Event) -> Result<Decoded, DecodeError> {
+    let e: ResponsesEvent = parse("openai-responses", &event.data)?;
+    let mut decoded = Decoded::default();
+    let delta = e.delta.unwrap_or_default();
+    match e.kind.as_str() {
+        "response.output_text.delta" | "response.refusal.delta" => decoded.content = delta,
+        "response.reasoning_text.delta" | "response.reasoning_summary_text.delta" => {
+            decoded.reasoning = delta
+        }
+        "response.function_call_arguments.delta" | "response.custom_tool_call_input.delta" => {
+            decoded.tool_call = !delta.is_empty();
+        }
+        "response.output_item.added" => {
+            decoded.tool_call = e.item.is_some_and(|i| i.kind.ends_with("_call"));
+        }
+        "response.completed" | "response.incomplete" => {
+            decoded.done = true;
+            decoded.usage = e.response.and_then(|r| r.usage).map(Usage::from);
+        }
+        "response.failed" => {
+            decoded.error = Some(e.response.and_then(|r| r.error).map_or_else(
+                || "the response failed".to_owned(),
+                |err| error_message(&err),
+            ));
+        }
+        "error" => decoded.error = Some(e.message.unwrap_or_else(|| "error event".to_owned())),
+        _ => {}
+    }
+    Ok(decoded)
+}
+
+// --- Anthropic Messages ------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum AnthropicEvent {
+    MessageStart {
+        message: AnthropicMessage,
+    },
+    ContentBlockStart {
+        content_block: TypedItem,
+    },
+    ContentBlockDelta {
+        delta: AnthropicDelta,
+    },
+    MessageDelta {
+        usage: Option<TokenCounts>,
+    },
+    MessageStop,
+    Error {
+        error: Value,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct AnthropicMessage {
+    usage: Option<TokenCounts>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum AnthropicDelta {
+    TextDelta {
+        text: String,
+    },
+    ThinkingDelta {
+        thinking: String,
+    },
+    InputJsonDelta {
+        partial_json: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+fn decode_anthropic(event: &Event) -> Result<Decoded, DecodeError> {
+    let mut decoded = Decoded::default();
+    match parse("anthropic", &event.data)? {
+        AnthropicEvent::MessageStart { message } => decoded.usage = message.usage.map(Usage::from),
+        AnthropicEvent::ContentBlockStart { content_block } => {
+            decoded.tool_call = content_block.kind.ends_with("tool_use");
+        }
+        AnthropicEvent::ContentBlockDelta { delta } => match delta {
+            AnthropicDelta::TextDelta { text } => decoded.content = text,
+            AnthropicDelta::ThinkingDelta { thinking } => decoded.reasoning = thinking,
+            AnthropicDelta::InputJsonDelta { partial_json } => {
+                decoded.tool_call = !partial_json.is_empty()
+            }
+            AnthropicDelta::Other => {}
+        },
+        AnthropicEvent::MessageDelta { usage } => decoded.usage = usage.map(Usage::from),
+        AnthropicEvent::MessageStop => decoded.done = true,
+        AnthropicEvent::Error { error } => decoded.error = Some(error_message(&error)),
+        AnthropicEvent::Other => {}
+    }
+    Ok(decoded)
+}
+
+// --- custom -----------------------------------------------------------------------------
+
+fn decode_custom(custom: &CustomDialect, event: &Event) -> Result<Decoded, DecodeError> {
+    let is_token = event.event == custom.token_event;
+    let is_done = custom.done_event.as_deref() == Some(event.event.as_str());
+    let mut decoded = Decoded {
+        done: is_done,
+        ..Decoded::default()
+    };
+    if !(is_token || is_done) {
+        return Ok(decoded);
+    }
+    let data: Value = parse("custom", &event.data)?;
+    if is_token {
+        decoded.content = match data.pointer(&custom.token_pointer) {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => {
+                return Err(DecodeError {
+                    dialect: "custom",
+                    reason: format!("{} holds {other}, not text", custom.token_pointer),
+                });
+            }
+        };
+    }
+    if is_done && let Some(pointer) = &custom.timings_pointer {
+        decoded.timings = data.pointer(pointer).and_then(timings_from);
+    }
+    Ok(decoded)
+}
+
+/// The human-readable part of an error object: `{"message": ...}` where there is one.
+fn error_message(error: &Value) -> String {
+    match error.get("message").and_then(Value::as_str) {
+        Some(message) => message.to_owned(),
+        None => match error.as_str() {
+            Some(text) => text.to_owned(),
+            None => error.to_string(),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: &str, data: &str) -> Event {
+        Event {
+            event: kind.into(),
+            data: data.into(),
+            id: String::new(),
+        }
+    }
+
+    fn chat(data: &str) -> Decoded {
+        Dialect::OpenaiChat
+            .decode(&event("message", data))
+            .expect(data)
+    }
+
+    #[test]
+    fn role_only_empty_and_null_content_are_not_tokens() {
+        for data in [
+            r#"{"choices":[{"delta":{"role":"assistant"}}]}"#,
+            r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"delta":{"content":null}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+        ] {
+            assert!(!chat(data).has_output(), "{data} counted as output");
+        }
+    }
+
+    #[test]
+    fn tool_calls_are_output_but_not_answer() {
+        let decoded =
+            chat(r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f"}}]}}]}"#);
+        assert!(decoded.has_output());
+        assert!(!decoded.has_answer());
+        let anthropic = Dialect::Anthropic
+            .decode(&event(
+                "content_block_start",
+                r#"{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}"#,
+            ))
+            .expect("valid");
+        assert!(anthropic.tool_call && !anthropic.has_answer());
+        let responses = Dialect::OpenaiResponses
+            .decode(&event(
+                "response.function_call_arguments.delta",
+                r#"{"type":"response.function_call_arguments.delta","delta":"{\"q\":"}"#,
+            ))
+            .expect("valid");
+        assert!(responses.tool_call && !responses.has_answer());
+    }
+
+    #[test]
+    fn error_objects_give_their_message() {
+        assert_eq!(
+            chat(r#"{"error":{"message":"overloaded","code":502}}"#)
+                .error
+                .as_deref(),
+            Some("overloaded")
+        );
+        assert_eq!(chat(r#"{"error":"plain"}"#).error.as_deref(), Some("plain"));
+        let anthropic = Dialect::Anthropic
+            .decode(&event(
+                "error",
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            ))
+            .expect("valid");
+        assert_eq!(anthropic.error.as_deref(), Some("Overloaded"));
+        let responses = Dialect::OpenaiResponses
+            .decode(&event(
+                "response.failed",
+                r#"{"type":"response.failed","response":{"error":{"code":"server_error","message":"boom"}}}"#,
+            ))
+            .expect("valid");
+        assert_eq!(responses.error.as_deref(), Some("boom"));
+    }
+
+    #[test]
+    fn malformed_json_is_a_decode_error_that_says_why() {
+        for dialect in [
+            Dialect::OpenaiChat,
+            Dialect::OpenaiResponses,
+            Dialect::Anthropic,
+        ] {
+            let err = dialect
+                .decode(&event("message", "{not json"))
+                .expect_err("must fail");
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("{} event is not valid", dialect.name())),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn custom_dialect_finds_text_and_timings_by_pointer() {
+        let custom = Dialect::Custom(CustomDialect {
+            token_event: "token".into(),
+            token_pointer: "/t".into(),
+            done_event: Some("done".into()),
+            timings_pointer: Some("/timings".into()),
+        });
+        assert_eq!(
+            custom
+                .decode(&event("token", r#"{"t":"hi"}"#))
+                .expect("token")
+                .content,
+            "hi"
+        );
+        // Other events are not parsed at all: a `meta` event may be anything.
+        assert_eq!(
+            custom.decode(&event("meta", "not json")).expect("ignored"),
+            Decoded::default()
+        );
+        let done = custom
+            .decode(&event("done", r#"{"timings":{"auth_ms":0.5,"note":"x"}}"#))
+            .expect("done");
+        assert!(done.done);
+        assert_eq!(
+            done.timings,
+            Some(Timings::from([("auth_ms".to_owned(), 0.5)]))
+        );
+        let err = custom
+            .decode(&event("token", r#"{"t":5}"#))
+            .expect_err("not text");
+        assert!(err.reason.contains("/t holds 5"), "{err}");
+    }
+
+    #[test]
+    fn custom_dialect_descriptions_are_checked() {
+        let mut custom = CustomDialect {
+            token_event: "token".into(),
+            token_pointer: "t".into(),
+            done_event: None,
+            timings_pointer: None,
+        };
+        assert_eq!(custom.validate().expect_err("pointer").0, "token_pointer");
+        custom.token_pointer = "/t".into();
+        custom.token_event = "two words".into();
+        assert_eq!(custom.validate().expect_err("name").0, "token_event");
+        custom.token_event = "token".into();
+        assert_eq!(custom.validate(), Ok(()));
+    }
+
+    #[test]
+    fn usage_reports_merge_field_by_field() {
+        let start = Usage {
+            input_tokens: Some(31),
+            output_tokens: Some(1),
+        };
+        let end = Usage {
+            input_tokens: None,
+            output_tokens: Some(4),
+        };
+        assert_eq!(
+            Usage::merge(Some(start), end),
+            Usage {
+                input_tokens: Some(31),
+                output_tokens: Some(4)
+            }
+        );
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for dialect in Dialect::PLAIN {
+            assert_eq!(Dialect::from_name(dialect.name()), Some(dialect.clone()));
+            let json = serde_json::to_string(&dialect).expect("serializes");
+            assert_eq!(json, format!("\"{}\"", dialect.name()));
+        }
+        assert_eq!(Dialect::from_name("grpc"), None);
+        let custom: Dialect = serde_json::from_str(
+            r#"{"custom":{"token_event":"token","token_pointer":"/t","done_event":"done","timings_pointer":"/timings"}}"#,
+        )
+        .expect("custom parses");
+        assert_eq!(custom.name(), "custom");
+    }
+}

@@ -1,0 +1,27 @@
+//! firsttoken-core: everything about a measurement that does not touch the outside world.
+//!
+//! The incremental SSE parser ([`sse`]), stream dialects ([`dialect`]), the timed stream
+//! recorder ([`stream`]), the benchmark plan ([`plan`]), statistics ([`stats`]), the
+//! coarse client description ([`client`]) and the versioned result record ([`schema`]).
+//!
+//! No I/O and no clock: callers pass bytes and `performance.now()` readings in. The same
+//! code runs in the browser (wasm32) and in the collector, so they cannot disagree.
+
+pub mod client;
+pub mod dialect;
+pub mod export;
+pub mod outcome;
+pub mod plan;
+pub mod report;
+pub mod schema;
+pub mod share;
+pub mod sse;
+pub mod stats;
+pub mod stream;
+pub mod summary;
+
+pub use dialect::{Decoded, Dialect, Usage};
+pub use plan::{Phase, PhasePlan, Plan};
+pub use schema::{Client, ErrorClass, NetworkLabel, Run, Sample, Target, ValidationError};
+pub use sse::{Event, SseParser};
+pub use stream::{StreamMetrics, StreamRecorder};

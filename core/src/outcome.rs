@@ -1,0 +1,322 @@
+//! Turns what the engine saw of one request into a [`Sample`]: the response (if any), the
+//! stream's metrics and how the request ended. Pure, so every error class is tested
+//! natively; the engine only fetches, reads and stamps.
+
+use crate::plan::Phase;
+use crate::schema::{ErrorClass, Sample};
+use crate::stream::StreamMetrics;
+
+/// How a request ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ending {
+    /// The reader said done.
+    Completed,
+    /// `fetch()` or a read failed: the browser's message (DNS, refused, reset, CORS…).
+    Failed(String),
+    /// The plan's timeout fired.
+    TimedOut,
+    /// The user cancelled.
+    Aborted,
+}
+
+/// The response head, when there was one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub status_text: String,
+    pub content_type: String,
+    /// When `fetch()` resolved, from `t0`.
+    pub headers_ms: f64,
+}
+
+/// Where a sample sits in its run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Position {
+    pub index: u32,
+    pub phase: Phase,
+    pub target: u32,
+    pub scenario: Option<String>,
+    pub concurrency: u32,
+    pub batch: Option<u32>,
+    pub idle_ms: Option<u32>,
+    pub start_ms: f64,
+}
+
+/// Error messages are kept short: they are shown in a table and uploaded.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// Builds the sample. `end_ms` is when the request ended, from `t0`; it becomes `e2e_ms`
+/// only when the body was read to its end.
+pub fn sample(
+    at: Position,
+    head: Option<&ResponseHead>,
+    metrics: StreamMetrics,
+    ending: &Ending,
+    end_ms: f64,
+) -> Sample {
+    let (error, message) = classify(head, &metrics, ending, at.phase.streams());
+    let completed = head.is_some() && *ending == Ending::Completed;
+    Sample {
+        index: at.index,
+        phase: at.phase,
+        target: at.target,
+        scenario: at.scenario,
+        concurrency: at.concurrency,
+        batch: at.batch,
+        idle_ms: at.idle_ms,
+        start_ms: at.start_ms,
+        status: head.map_or(0, |h| h.status),
+        error,
+        error_message: message.map(|m| m.chars().take(MAX_MESSAGE_CHARS).collect()),
+        headers_ms: head.map(|h| h.headers_ms),
+        ttfb_ms: metrics.ttfb_ms,
+        ttft_ms: metrics.ttft_ms,
+        ttft_any_ms: metrics.ttft_any_ms,
+        last_token_ms: metrics.last_token_ms,
+        e2e_ms: completed.then_some(end_ms),
+        itl_ms: metrics.itl_ms,
+        output_chunks: metrics.output_chunks,
+        usage: metrics.usage,
+        done: metrics.done,
+        stream_timings: metrics.timings,
+        // What only the engine knows (Resource Timing, Server-Timing, page visibility) it
+        // fills in afterwards.
+        conn: None,
+        server_timing: Vec::new(),
+        hidden: false,
+    }
+}
+
+/// The error class and message, most fundamental failure first: no response, a bad
+/// status, not a stream, then what went wrong inside the stream.
+fn classify(
+    head: Option<&ResponseHead>,
+    metrics: &StreamMetrics,
+    ending: &Ending,
+    expect_stream: bool,
+) -> (Option<ErrorClass>, Option<String>) {
+    let ended_early = |mid: &str| match ending {
+        Ending::Completed => None,
+        Ending::TimedOut => Some((ErrorClass::Timeout, format!("timed out {mid}"))),
+        Ending::Aborted => Some((ErrorClass::Aborted, format!("cancelled {mid}"))),
+        Ending::Failed(why) => Some((ErrorClass::Network, format!("failed {mid}: {why}"))),
+    };
+    let (class, message) = match head {
+        None => ended_early("before the response arrived")
+            .unwrap_or((ErrorClass::Network, "no response".to_owned())),
+        Some(h) if !(200..300).contains(&h.status) => (
+            ErrorClass::Http,
+            format!("HTTP {} {}", h.status, h.status_text)
+                .trim_end()
+                .to_owned(),
+        ),
+        Some(h) if expect_stream && !is_event_stream(&h.content_type) => (
+            ErrorClass::Protocol,
+            format!(
+                "expected an event stream (text/event-stream), got {}",
+                if h.content_type.is_empty() {
+                    "no content type"
+                } else {
+                    &h.content_type
+                }
+            ),
+        ),
+        Some(_) => {
+            if let Some(failure) = ended_early("mid-stream") {
+                failure
+            } else if let Some(error) = &metrics.stream_error {
+                (
+                    ErrorClass::Stream,
+                    format!("the stream reported an error: {error}"),
+                )
+            } else if let Some(error) = &metrics.parse_error {
+                (ErrorClass::Parse, error.clone())
+            } else {
+                return (None, None);
+            }
+        }
+    };
+    (Some(class), Some(message))
+}
+
+fn is_event_stream(content_type: &str) -> bool {
+    content_type
+        .split(';')
+        .next()
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const AT: Position = Position {
+        index: 0,
+        phase: Phase::Steady,
+        target: 0,
+        scenario: None,
+        concurrency: 1,
+        batch: None,
+        idle_ms: None,
+        start_ms: 0.0,
+    };
+
+    fn head(status: u16, content_type: &str) -> ResponseHead {
+        ResponseHead {
+            status,
+            status_text: String::new(),
+            content_type: content_type.into(),
+            headers_ms: 3.0,
+        }
+    }
+
+    fn answered() -> StreamMetrics {
+        StreamMetrics {
+            ttfb_ms: Some(4.0),
+            ttft_ms: Some(300.0),
+            ttft_any_ms: Some(300.0),
+            last_token_ms: Some(400.0),
+            done: true,
+            ..StreamMetrics::default()
+        }
+    }
+
+    #[test]
+    fn a_complete_stream_has_no_error_and_an_e2e() {
+        let s = sample(
+            AT.clone(),
+            Some(&head(200, "text/event-stream; charset=utf-8")),
+            answered(),
+            &Ending::Completed,
+            410.0,
+        );
+        assert_eq!((s.status, s.error, s.e2e_ms), (200, None, Some(410.0)));
+        s.validate(0).expect("a valid sample");
+    }
+
+    #[test]
+    fn each_failure_gets_its_class() {
+        let cases = [
+            (
+                None,
+                StreamMetrics::default(),
+                Ending::Failed("TypeError: Failed to fetch".into()),
+                ErrorClass::Network,
+            ),
+            (
+                None,
+                StreamMetrics::default(),
+                Ending::TimedOut,
+                ErrorClass::Timeout,
+            ),
+            (
+                None,
+                StreamMetrics::default(),
+                Ending::Aborted,
+                ErrorClass::Aborted,
+            ),
+            (
+                Some(head(429, "application/json")),
+                StreamMetrics::default(),
+                Ending::Completed,
+                ErrorClass::Http,
+            ),
+            (
+                Some(head(200, "application/json")),
+                StreamMetrics::default(),
+                Ending::Completed,
+                ErrorClass::Protocol,
+            ),
+            (
+                Some(head(200, "text/event-stream")),
+                answered(),
+                Ending::Failed("network error".into()),
+                ErrorClass::Network,
+            ),
+            (
+                Some(head(200, "text/event-stream")),
+                answered(),
+                Ending::TimedOut,
+                ErrorClass::Timeout,
+            ),
+            (
+                Some(head(200, "text/event-stream")),
+                StreamMetrics {
+                    stream_error: Some("overloaded".into()),
+                    ..answered()
+                },
+                Ending::Completed,
+                ErrorClass::Stream,
+            ),
+            (
+                Some(head(200, "text/event-stream")),
+                StreamMetrics {
+                    parse_error: Some("bad".into()),
+                    ..answered()
+                },
+                Ending::Completed,
+                ErrorClass::Parse,
+            ),
+        ];
+        for (head, metrics, ending, class) in cases {
+            let s = sample(AT.clone(), head.as_ref(), metrics, &ending, 500.0);
+            assert_eq!(s.error, Some(class), "{ending:?} {head:?}");
+            assert!(s.error_message.is_some());
+            s.validate(0).expect("a valid sample");
+        }
+    }
+
+    #[test]
+    fn e2e_only_when_the_body_was_read_to_its_end() {
+        let s = sample(
+            AT.clone(),
+            Some(&head(200, "text/event-stream")),
+            answered(),
+            &Ending::TimedOut,
+            60_000.0,
+        );
+        assert_eq!(s.e2e_ms, None);
+        let s = sample(
+            AT.clone(),
+            Some(&head(500, "text/plain")),
+            StreamMetrics::default(),
+            &Ending::Completed,
+            9.0,
+        );
+        assert_eq!(
+            (s.e2e_ms, s.error_message.as_deref()),
+            (Some(9.0), Some("HTTP 500"))
+        );
+    }
+
+    #[test]
+    fn a_probe_is_not_expected_to_stream() {
+        let probe = Position {
+            phase: Phase::Probe,
+            ..AT
+        };
+        let s = sample(
+            probe,
+            Some(&head(200, "application/json")),
+            StreamMetrics::default(),
+            &Ending::Completed,
+            4.0,
+        );
+        assert_eq!((s.error, s.e2e_ms), (None, Some(4.0)));
+    }
+
+    #[test]
+    fn long_messages_are_cut() {
+        let s = sample(
+            AT.clone(),
+            None,
+            StreamMetrics::default(),
+            &Ending::Failed("x".repeat(5000)),
+            1.0,
+        );
+        assert_eq!(
+            s.error_message.expect("message").chars().count(),
+            MAX_MESSAGE_CHARS
+        );
+    }
+}

@@ -1,0 +1,909 @@
+//! The benchmark plan: which targets, which request bodies, which phases (DESIGN.md, "The
+//! protocol"), and the presets a beta user is usually given.
+//!
+//! A plan is what an operator composes and shares; it can hold request headers (a
+//! benchmark-only token) and bodies. What a run *records* is [`Plan::recorded`]: the
+//! phases and each target's label, origin and dialect, never headers, URLs' paths or
+//! bodies.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dialect::Dialect;
+use crate::schema::{MAX_SAMPLES, ValidationError};
+
+/// The phases of the protocol.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// Small GETs to a light endpoint: the network round-trip baseline.
+    Probe,
+    /// Requests that open the connection; recorded, excluded from statistics.
+    Warmup,
+    /// Sequential requests on the warm connection.
+    #[default]
+    Steady,
+    /// Requests that must each open a new connection.
+    Fresh,
+    /// Batches of simultaneous requests.
+    Concurrency,
+    /// A request after an idle interval.
+    Cold,
+    /// The same requests against other targets, interleaved with the main one.
+    Compare,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 7] = [
+        Phase::Probe,
+        Phase::Warmup,
+        Phase::Steady,
+        Phase::Fresh,
+        Phase::Concurrency,
+        Phase::Cold,
+        Phase::Compare,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Probe => "probe",
+            Phase::Warmup => "warmup",
+            Phase::Steady => "steady",
+            Phase::Fresh => "fresh",
+            Phase::Concurrency => "concurrency",
+            Phase::Cold => "cold",
+            Phase::Compare => "compare",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Whether the phase's requests are chat requests that stream an answer (probes are
+    /// plain GETs).
+    pub fn streams(self) -> bool {
+        self != Phase::Probe
+    }
+}
+
+/// One phase of a plan. In JSON: `{"phase": "concurrency", "levels": [1, 3, 5], ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "phase", rename_all = "kebab-case", deny_unknown_fields)]
+pub enum PhasePlan {
+    Probe {
+        requests: u32,
+    },
+    Warmup {
+        requests: u32,
+    },
+    Steady {
+        requests: u32,
+    },
+    Fresh {
+        requests: u32,
+    },
+    /// For each level k, batches of k simultaneous requests until at least
+    /// `requests_per_level` were made (whole batches only).
+    Concurrency {
+        levels: Vec<u32>,
+        requests_per_level: u32,
+    },
+    /// One request after each idle interval, in order.
+    Cold {
+        idle_ms: Vec<u32>,
+    },
+    /// `rounds` rounds of one request to each target, main target first, so that all of
+    /// them see the same network minute.
+    Compare {
+        rounds: u32,
+    },
+}
+
+impl PhasePlan {
+    pub fn phase(&self) -> Phase {
+        match self {
+            PhasePlan::Probe { .. } => Phase::Probe,
+            PhasePlan::Warmup { .. } => Phase::Warmup,
+            PhasePlan::Steady { .. } => Phase::Steady,
+            PhasePlan::Fresh { .. } => Phase::Fresh,
+            PhasePlan::Concurrency { .. } => Phase::Concurrency,
+            PhasePlan::Cold { .. } => Phase::Cold,
+            PhasePlan::Compare { .. } => Phase::Compare,
+        }
+    }
+
+    /// Requests the phase makes, given how many targets the plan has.
+    pub fn requests(&self, targets: usize) -> u64 {
+        match self {
+            PhasePlan::Probe { requests }
+            | PhasePlan::Warmup { requests }
+            | PhasePlan::Steady { requests }
+            | PhasePlan::Fresh { requests } => u64::from(*requests),
+            PhasePlan::Concurrency {
+                levels,
+                requests_per_level,
+            } => levels
+                .iter()
+                .map(|&k| u64::from(batches(*requests_per_level, k)) * u64::from(k))
+                .sum(),
+            PhasePlan::Cold { idle_ms } => idle_ms.len() as u64,
+            PhasePlan::Compare { rounds } => u64::from(*rounds) * targets as u64,
+        }
+    }
+
+    /// The idle time the phase spends on purpose, in milliseconds.
+    pub fn idle_ms(&self) -> u64 {
+        match self {
+            PhasePlan::Cold { idle_ms } => idle_ms.iter().map(|&ms| u64::from(ms)).sum(),
+            _ => 0,
+        }
+    }
+}
+
+/// How many batches of `k` make at least `requests` requests.
+pub fn batches(requests: u32, k: u32) -> u32 {
+    requests.div_ceil(k.max(1))
+}
+
+/// A request body and the name its samples carry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// `chat`, `retrieval`: what distinguishes this body from the others.
+    pub name: String,
+    /// The JSON request body, sent as is (with the run tag added when the plan says so).
+    pub body: String,
+}
+
+/// A streaming endpoint to measure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetPlan {
+    /// What the operator calls it: "prod chat", "provider direct".
+    pub label: String,
+    /// The endpoint, POSTed to with each scenario's body.
+    pub url: String,
+    pub dialect: Dialect,
+    /// Extra request headers. On another origin these cost a CORS preflight; a header a
+    /// page may not set (Cookie, Connection, …) is refused.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// At least one.
+    pub scenarios: Vec<Scenario>,
+    /// Where in an event's JSON the server puts its timing breakdown (custom dialects
+    /// name it in the dialect instead).
+    #[serde(default)]
+    pub timings_pointer: Option<String>,
+    /// The operator's version label for before/after comparisons.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// For the fresh phase: the URL with `{n}` where a number goes, on a wildcard host name
+    /// that reaches the same server (`https://{n}.fresh.chat.example.com/v1/chat`). A new
+    /// host name is a new origin, and only that guarantees a new connection: browsers keep
+    /// idle connections and use them whatever `Connection: close` said before.
+    #[serde(default)]
+    pub fresh_url: Option<String>,
+    /// For the probe phase: a light GET endpoint on the target's host.
+    #[serde(default)]
+    pub probe_url: Option<String>,
+    /// Marks the built-in demo target (simulated numbers).
+    #[serde(default)]
+    pub demo: bool,
+}
+
+/// How every request says it is benchmark traffic, so the target can filter it out of
+/// its analytics and purge benchmark accounts by exact id. The value is the run id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum RunTag {
+    /// A request header (on another origin it costs a CORS preflight).
+    Header(String),
+    /// A top-level field added to the JSON body (`"user"` is one OpenAI accepts).
+    BodyField(String),
+}
+
+/// What a run does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// The first target is the one measured; the others are only used by compare phases.
+    pub targets: Vec<TargetPlan>,
+    pub phases: Vec<PhasePlan>,
+    /// A request that has not finished after this long is cancelled and counted as a timeout.
+    pub timeout_ms: u32,
+    #[serde(default)]
+    pub run_tag: Option<RunTag>,
+    /// The targets speak HTTP/2 or HTTP/3, so more than six simultaneous requests to one
+    /// origin really are simultaneous (over HTTP/1.1 browsers queue the rest).
+    #[serde(default)]
+    pub multiplexed: bool,
+}
+
+/// The longest per-request timeout a plan may set: ten minutes.
+pub const MAX_TIMEOUT_MS: u32 = 600_000;
+/// The longest idle interval of a cold phase: thirty minutes.
+pub const MAX_IDLE_MS: u32 = 1_800_000;
+/// Connections a browser opens to one host over HTTP/1.1 (Chrome, Firefox and Safari).
+pub const HTTP1_CONNECTIONS_PER_HOST: u32 = 6;
+const MAX_TARGETS: usize = 8;
+const MAX_SCENARIOS: usize = 16;
+const MAX_HEADERS: usize = 32;
+const MAX_BODY_BYTES: usize = 64 * 1024;
+const MAX_LEVEL: u32 = 64;
+
+/// Request headers a page cannot set: `fetch` refuses or silently drops them.
+const FORBIDDEN_HEADERS: [&str; 21] = [
+    "accept-charset",
+    "accept-encoding",
+    "access-control-request-headers",
+    "access-control-request-method",
+    "connection",
+    "content-length",
+    "cookie",
+    "cookie2",
+    "date",
+    "dnt",
+    "expect",
+    "host",
+    "keep-alive",
+    "origin",
+    "referer",
+    "set-cookie",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "via",
+];
+
+/// What a run records of its plan: no URL paths, headers or bodies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedPlan {
+    pub phases: Vec<PhasePlan>,
+    pub timeout_ms: u32,
+    pub multiplexed: bool,
+    /// Whether requests carried the run tag.
+    pub run_tag: bool,
+}
+
+impl Plan {
+    /// The main target with one scenario and no phases yet.
+    fn for_target(target: TargetPlan) -> Self {
+        Self {
+            targets: vec![target],
+            phases: Vec::new(),
+            timeout_ms: 60_000,
+            run_tag: None,
+            multiplexed: false,
+        }
+    }
+
+    /// `requests` sequential requests on a warm connection.
+    pub fn steady(target: TargetPlan, requests: u32) -> Self {
+        Self {
+            phases: vec![PhasePlan::Steady { requests }],
+            ..Self::for_target(target)
+        }
+    }
+
+    /// What a beta user can finish in about a minute against a typical chat endpoint: a
+    /// few probes (when the target has a probe URL), a warm-up, 10 steady, 5 fresh,
+    /// concurrency 1 and 3, and one request after 15 s idle.
+    pub fn quick(target: TargetPlan) -> Self {
+        let mut phases = Vec::new();
+        if target.probe_url.is_some() {
+            phases.push(PhasePlan::Probe { requests: 3 });
+        }
+        phases.extend([
+            PhasePlan::Warmup { requests: 1 },
+            PhasePlan::Steady { requests: 10 },
+            PhasePlan::Fresh { requests: 5 },
+            PhasePlan::Concurrency {
+                levels: vec![1, 3],
+                requests_per_level: 6,
+            },
+            PhasePlan::Cold {
+                idle_ms: vec![15_000],
+            },
+        ]);
+        Self {
+            phases,
+            ..Self::for_target(target)
+        }
+    }
+
+    /// The full session protocol of the published investigation: 10 probes, 120 steady,
+    /// 40 fresh, 30 compare rounds (when there are other targets), 60 concurrency
+    /// requests at c = 1, 3, 5, and 3 cold starts (after 30 s, 2 min and 10 min idle).
+    pub fn session(target: TargetPlan, others: Vec<TargetPlan>) -> Self {
+        let mut phases = Vec::new();
+        if target.probe_url.is_some() {
+            phases.push(PhasePlan::Probe { requests: 10 });
+        }
+        phases.extend([
+            PhasePlan::Warmup { requests: 2 },
+            PhasePlan::Steady { requests: 120 },
+            PhasePlan::Fresh { requests: 40 },
+        ]);
+        if !others.is_empty() {
+            phases.push(PhasePlan::Compare { rounds: 30 });
+        }
+        phases.extend([
+            PhasePlan::Concurrency {
+                levels: vec![1, 3, 5],
+                requests_per_level: 20,
+            },
+            PhasePlan::Cold {
+                idle_ms: vec![30_000, 120_000, 600_000],
+            },
+        ]);
+        let mut plan = Self::for_target(target);
+        plan.targets.extend(others);
+        plan.phases = phases;
+        plan
+    }
+
+    /// The target being measured.
+    pub fn main_target(&self) -> &TargetPlan {
+        &self.targets[0]
+    }
+
+    /// How many requests the plan makes in all.
+    pub fn total_requests(&self) -> u64 {
+        self.phases
+            .iter()
+            .map(|p| p.requests(self.targets.len()))
+            .sum()
+    }
+
+    /// How long the plan takes if each request takes `request_s` seconds: the idle waits,
+    /// plus one request time for each sequential request and each concurrent batch.
+    pub fn expected_seconds(&self, request_s: f64) -> f64 {
+        self.phases
+            .iter()
+            .map(|p| {
+                let slots = match p {
+                    PhasePlan::Concurrency {
+                        levels,
+                        requests_per_level,
+                    } => levels
+                        .iter()
+                        .map(|&k| u64::from(batches(*requests_per_level, k)))
+                        .sum(),
+                    other => other.requests(self.targets.len()),
+                };
+                slots as f64 * request_s + p.idle_ms() as f64 / 1000.0
+            })
+            .sum()
+    }
+
+    /// What a run records of this plan.
+    pub fn recorded(&self) -> RecordedPlan {
+        RecordedPlan {
+            phases: self.phases.clone(),
+            timeout_ms: self.timeout_ms,
+            multiplexed: self.multiplexed,
+            run_tag: self.run_tag.is_some(),
+        }
+    }
+
+    /// Checks the plan makes sense; the error names the field (`phases[2].levels[1]`).
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let fail = |field: String, message: String| Err(ValidationError { field, message });
+        if self.targets.is_empty() {
+            return fail("targets".into(), "a plan needs a target".into());
+        }
+        if self.targets.len() > MAX_TARGETS {
+            return fail("targets".into(), format!("at most {MAX_TARGETS} targets"));
+        }
+        for (i, target) in self.targets.iter().enumerate() {
+            target
+                .validate()
+                .map_err(|(field, message)| ValidationError {
+                    field: format!("targets[{i}].{field}"),
+                    message,
+                })?;
+        }
+        let has_probe_url = self.main_target().probe_url.is_some();
+        check_phases(
+            &self.phases,
+            self.targets.len(),
+            self.multiplexed,
+            Some(has_probe_url),
+        )?;
+        check_timeout(self.timeout_ms)?;
+        match &self.run_tag {
+            Some(RunTag::Header(name)) => {
+                check_header_name(name).map_err(|message| ValidationError {
+                    field: "run_tag.header".into(),
+                    message,
+                })?;
+            }
+            Some(RunTag::BodyField(field)) if field.is_empty() || field.len() > 64 => {
+                return fail(
+                    "run_tag.body-field".into(),
+                    "must be 1–64 characters".into(),
+                );
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+impl RecordedPlan {
+    /// Requests the plan makes, for a run with `targets` targets.
+    pub fn total_requests(&self, targets: usize) -> u64 {
+        self.phases.iter().map(|p| p.requests(targets)).sum()
+    }
+
+    /// The plan rules that can still be checked without URLs (a run records none).
+    pub fn validate(&self, targets: usize) -> Result<(), ValidationError> {
+        check_phases(&self.phases, targets, self.multiplexed, None)?;
+        check_timeout(self.timeout_ms)
+    }
+}
+
+/// Checks a phase list; the error names the field (`phases[2].levels[1]`). `probe_url` is
+/// whether the main target has a probe URL, when that is known (a recorded plan drops URLs).
+fn check_phases(
+    phases: &[PhasePlan],
+    targets: usize,
+    multiplexed: bool,
+    probe_url: Option<bool>,
+) -> Result<(), ValidationError> {
+    if phases.is_empty() {
+        return Err(ValidationError {
+            field: "phases".into(),
+            message: "a plan needs at least one phase".into(),
+        });
+    }
+    for (i, phase) in phases.iter().enumerate() {
+        check_phase(phase, targets, multiplexed, probe_url).map_err(|(field, message)| {
+            ValidationError {
+                field: if field.is_empty() {
+                    format!("phases[{i}]")
+                } else {
+                    format!("phases[{i}].{field}")
+                },
+                message,
+            }
+        })?;
+    }
+    let total: u64 = phases.iter().map(|p| p.requests(targets)).sum();
+    if total > MAX_SAMPLES as u64 {
+        return Err(ValidationError {
+            field: "phases".into(),
+            message: format!("the plan makes {total} requests, at most {MAX_SAMPLES} are allowed"),
+        });
+    }
+    Ok(())
+}
+
+fn check_timeout(timeout_ms: u32) -> Result<(), ValidationError> {
+    if !(1_000..=MAX_TIMEOUT_MS).contains(&timeout_ms) {
+        return Err(ValidationError {
+            field: "timeout_ms".into(),
+            message: format!("must be between 1000 and {MAX_TIMEOUT_MS}, got {timeout_ms}"),
+        });
+    }
+    Ok(())
+}
+
+fn check_phase(
+    phase: &PhasePlan,
+    targets: usize,
+    multiplexed: bool,
+    probe_url: Option<bool>,
+) -> Result<(), (String, String)> {
+    let at_least_one = |field: &str, n: u32| {
+        if n == 0 {
+            Err((field.to_owned(), "must be at least 1".to_owned()))
+        } else {
+            Ok(())
+        }
+    };
+    match phase {
+        PhasePlan::Probe { requests } => {
+            at_least_one("requests", *requests)?;
+            if probe_url == Some(false) {
+                return Err((
+                    String::new(),
+                    "a probe phase needs targets[0].probe_url, a light GET endpoint on the target's host".into(),
+                ));
+            }
+        }
+        PhasePlan::Warmup { requests }
+        | PhasePlan::Steady { requests }
+        | PhasePlan::Fresh { requests } => {
+            at_least_one("requests", *requests)?;
+        }
+        PhasePlan::Concurrency {
+            levels,
+            requests_per_level,
+        } => {
+            at_least_one("requests_per_level", *requests_per_level)?;
+            if levels.is_empty() {
+                return Err((
+                    "levels".into(),
+                    "list at least one concurrency level".into(),
+                ));
+            }
+            for (j, &k) in levels.iter().enumerate() {
+                if !(1..=MAX_LEVEL).contains(&k) {
+                    return Err((
+                        format!("levels[{j}]"),
+                        format!("must be between 1 and {MAX_LEVEL}, got {k}"),
+                    ));
+                }
+                if k > HTTP1_CONNECTIONS_PER_HOST && !multiplexed {
+                    return Err((
+                        format!("levels[{j}]"),
+                        format!(
+                            "{k} simultaneous requests exceed the {HTTP1_CONNECTIONS_PER_HOST} connections per host \
+                             a browser opens over HTTP/1.1: the rest would wait in the browser, not at the server. \
+                             If the target speaks HTTP/2 or HTTP/3, set \"multiplexed\": true"
+                        ),
+                    ));
+                }
+            }
+        }
+        PhasePlan::Cold { idle_ms } => {
+            if idle_ms.is_empty() {
+                return Err(("idle_ms".into(), "list at least one idle interval".into()));
+            }
+            if let Some((j, ms)) = idle_ms
+                .iter()
+                .enumerate()
+                .find(|(_, ms)| **ms > MAX_IDLE_MS)
+            {
+                return Err((
+                    format!("idle_ms[{j}]"),
+                    format!("must be at most {MAX_IDLE_MS} ms (30 minutes), got {ms}"),
+                ));
+            }
+        }
+        PhasePlan::Compare { rounds } => {
+            at_least_one("rounds", *rounds)?;
+            if targets < 2 {
+                return Err((
+                    String::new(),
+                    "a compare phase needs a second target to compare with".into(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl TargetPlan {
+    /// A target with one scenario.
+    pub fn new(label: &str, url: &str, dialect: Dialect, body: &str) -> Self {
+        Self {
+            label: label.to_owned(),
+            url: url.to_owned(),
+            dialect,
+            headers: BTreeMap::new(),
+            scenarios: vec![Scenario {
+                name: "default".to_owned(),
+                body: body.to_owned(),
+            }],
+            timings_pointer: None,
+            version: None,
+            fresh_url: None,
+            probe_url: None,
+            demo: false,
+        }
+    }
+
+    /// The URL of fresh-connection request number `n`.
+    pub fn fresh_url_for(&self, n: u64) -> Option<String> {
+        self.fresh_url
+            .as_ref()
+            .map(|t| t.replace("{n}", &n.to_string()))
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let field = |f: &str, m: String| Err((f.to_owned(), m));
+        if self.label.trim().is_empty()
+            || self.label.chars().count() > 64
+            || self.label.chars().any(char::is_control)
+        {
+            return field(
+                "label",
+                "must be 1–64 characters without control characters".into(),
+            );
+        }
+        check_url(&self.url).or_else(|m| field("url", m))?;
+        if let Dialect::Custom(custom) = &self.dialect {
+            custom
+                .validate()
+                .or_else(|(f, m)| field(&format!("dialect.custom.{f}"), m))?;
+        }
+        if self.headers.len() > MAX_HEADERS {
+            return field("headers", format!("at most {MAX_HEADERS} headers"));
+        }
+        for (name, value) in &self.headers {
+            check_header_name(name).or_else(|m| field(&format!("headers.{name}"), m))?;
+            if value.len() > 4096 || value.chars().any(|c| c.is_control() && c != '\t') {
+                return field(
+                    &format!("headers.{name}"),
+                    "the value must be at most 4096 characters without control characters".into(),
+                );
+            }
+        }
+        if self.scenarios.is_empty() || self.scenarios.len() > MAX_SCENARIOS {
+            return field(
+                "scenarios",
+                format!("list 1 to {MAX_SCENARIOS} request bodies"),
+            );
+        }
+        for (i, scenario) in self.scenarios.iter().enumerate() {
+            let name = &scenario.name;
+            if name.is_empty() || name.chars().count() > 64 || name.chars().any(char::is_control) {
+                return field(
+                    &format!("scenarios[{i}].name"),
+                    "must be 1–64 characters".into(),
+                );
+            }
+            if self.scenarios[..i].iter().any(|s| &s.name == name) {
+                return field(
+                    &format!("scenarios[{i}].name"),
+                    format!("{name:?} is used twice"),
+                );
+            }
+            if scenario.body.len() > MAX_BODY_BYTES {
+                return field(
+                    &format!("scenarios[{i}].body"),
+                    format!("must be at most {MAX_BODY_BYTES} bytes"),
+                );
+            }
+            if let Err(e) = serde_json::from_str::<serde_json::Value>(&scenario.body) {
+                return field(
+                    &format!("scenarios[{i}].body"),
+                    format!("is not valid JSON: {e}"),
+                );
+            }
+        }
+        if let Some(pointer) = &self.timings_pointer
+            && !pointer.starts_with('/')
+        {
+            return field(
+                "timings_pointer",
+                format!("{pointer:?} is not a JSON pointer: it starts with /"),
+            );
+        }
+        if let Some(version) = &self.version
+            && (version.trim().is_empty()
+                || version.chars().count() > 64
+                || version.chars().any(char::is_control))
+        {
+            return field(
+                "version",
+                "must be 1–64 characters without control characters".into(),
+            );
+        }
+        if let Some(fresh) = &self.fresh_url {
+            if !fresh.contains("{n}") {
+                return field(
+                    "fresh_url",
+                    "must contain {n} where each fresh request's number goes".into(),
+                );
+            }
+            check_url(&fresh.replace("{n}", "1")).or_else(|m| field("fresh_url", m))?;
+        }
+        if let Some(probe) = &self.probe_url {
+            check_url(probe).or_else(|m| field("probe_url", m))?;
+        }
+        Ok(())
+    }
+}
+
+/// An absolute http(s) URL without spaces or credentials.
+fn check_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("{url:?} must be an absolute http:// or https:// URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() {
+        return Err(format!("{url:?} has no host"));
+    }
+    if authority.contains('@') {
+        return Err("must not carry credentials (user:password@); use a header".into());
+    }
+    if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must be at most 2048 characters without spaces".into());
+    }
+    Ok(())
+}
+
+fn check_header_name(name: &str) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || name.len() > 64 || !name.chars().all(token) {
+        return Err(format!("{name:?} is not a header name"));
+    }
+    let lower = name.to_ascii_lowercase();
+    if FORBIDDEN_HEADERS.contains(&lower.as_str())
+        || lower.starts_with("proxy-")
+        || lower.starts_with("sec-")
+    {
+        return Err(format!("browsers do not let a page set {name}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> TargetPlan {
+        TargetPlan::new(
+            "demo",
+            "http://127.0.0.1:8080/v1/chat/completions",
+            Dialect::OpenaiChat,
+            "{}",
+        )
+    }
+
+    fn refused(plan: &Plan) -> ValidationError {
+        plan.validate().expect_err("the plan must be refused")
+    }
+
+    #[test]
+    fn presets_are_valid_and_the_session_matches_the_protocol() {
+        assert_eq!(Plan::quick(target()).validate(), Ok(()));
+        let mut probed = target();
+        probed.probe_url = Some("http://127.0.0.1:8080/api/v1/ping".into());
+        let direct = TargetPlan::new(
+            "direct",
+            "https://api.example.com/v1/chat/completions",
+            Dialect::OpenaiChat,
+            "{}",
+        );
+        let session = Plan::session(probed, vec![direct]);
+        assert_eq!(session.validate(), Ok(()));
+        let count = |phase: Phase| -> u64 {
+            session
+                .phases
+                .iter()
+                .filter(|p| p.phase() == phase)
+                .map(|p| p.requests(session.targets.len()))
+                .sum()
+        };
+        assert_eq!(count(Phase::Probe), 10);
+        assert_eq!(count(Phase::Steady), 120);
+        assert_eq!(count(Phase::Fresh), 40);
+        assert_eq!(count(Phase::Compare), 60, "30 rounds of 2 targets");
+        // Whole batches: 20 at c=1, 7×3 = 21 at c=3, 4×5 = 20 at c=5.
+        assert_eq!(count(Phase::Concurrency), 61);
+        assert_eq!(count(Phase::Cold), 3);
+    }
+
+    #[test]
+    fn the_quick_preset_takes_about_a_minute() {
+        // At 1.5 s a request (a typical chat answer), plus the idle wait.
+        let seconds = Plan::quick(target()).expected_seconds(1.5);
+        assert!((40.0..=80.0).contains(&seconds), "{seconds} s");
+    }
+
+    #[test]
+    fn nonsense_is_refused_with_the_field_named() {
+        let mut plan = Plan::steady(target(), 0);
+        assert_eq!(refused(&plan).field, "phases[0].requests");
+        plan = Plan::steady(target(), 5);
+        plan.timeout_ms = 10;
+        assert_eq!(refused(&plan).field, "timeout_ms");
+        plan = Plan::steady(target(), MAX_SAMPLES as u32 + 1);
+        assert_eq!(refused(&plan).field, "phases");
+        plan.phases.clear();
+        assert_eq!(refused(&plan).field, "phases");
+
+        plan = Plan::steady(target(), 5);
+        plan.phases.push(PhasePlan::Concurrency {
+            levels: vec![1, 8],
+            requests_per_level: 8,
+        });
+        let err = refused(&plan);
+        assert_eq!(err.field, "phases[1].levels[1]");
+        assert!(err.message.contains("HTTP/1.1"), "{err}");
+        plan.multiplexed = true;
+        assert_eq!(
+            plan.validate(),
+            Ok(()),
+            "multiplexed targets may go past six"
+        );
+
+        plan = Plan::steady(target(), 5);
+        plan.phases.push(PhasePlan::Compare { rounds: 3 });
+        assert_eq!(refused(&plan).field, "phases[1]");
+        plan.phases = vec![PhasePlan::Probe { requests: 3 }];
+        assert!(refused(&plan).message.contains("probe_url"));
+        plan.phases = vec![PhasePlan::Cold { idle_ms: vec![] }];
+        assert_eq!(refused(&plan).field, "phases[0].idle_ms");
+    }
+
+    #[test]
+    fn targets_are_checked() {
+        let check = |edit: fn(&mut TargetPlan)| {
+            let mut t = target();
+            edit(&mut t);
+            refused(&Plan::steady(t, 1)).field
+        };
+        assert_eq!(
+            check(|t| t.url = "chat.example.com/v1".into()),
+            "targets[0].url"
+        );
+        assert_eq!(
+            check(|t| t.url = "https://user:pw@chat.example.com/".into()),
+            "targets[0].url"
+        );
+        assert_eq!(
+            check(|t| t.scenarios[0].body = "{oops".into()),
+            "targets[0].scenarios[0].body"
+        );
+        assert_eq!(check(|t| t.scenarios.clear()), "targets[0].scenarios");
+        assert_eq!(
+            check(|t| {
+                t.headers.insert("Cookie".into(), "x".into());
+            }),
+            "targets[0].headers.Cookie"
+        );
+        assert_eq!(
+            check(|t| {
+                t.headers.insert("bad name".into(), "x".into());
+            }),
+            "targets[0].headers.bad name"
+        );
+        assert_eq!(
+            check(|t| t.fresh_url = Some("https://fresh.example.com/".into())),
+            "targets[0].fresh_url"
+        );
+        assert_eq!(
+            check(|t| t.timings_pointer = Some("timings".into())),
+            "targets[0].timings_pointer"
+        );
+        assert_eq!(
+            check(
+                |t| t.dialect = Dialect::Custom(crate::dialect::CustomDialect {
+                    token_event: "token".into(),
+                    token_pointer: "t".into(),
+                    done_event: None,
+                    timings_pointer: None,
+                })
+            ),
+            "targets[0].dialect.custom.token_pointer"
+        );
+    }
+
+    #[test]
+    fn plans_round_trip_through_json_and_unknown_things_are_named() {
+        let plan = Plan::quick(target());
+        let json = serde_json::to_string(&plan).expect("serializes");
+        assert_eq!(serde_json::from_str::<Plan>(&json).expect("parses"), plan);
+        let bad_dialect = json.replace("\"openai-chat\"", "\"grpc\"");
+        let err = serde_json::from_str::<Plan>(&bad_dialect).expect_err("unknown dialect");
+        assert!(err.to_string().contains("unknown variant `grpc`"), "{err}");
+        let negative = json.replace("\"requests\":10", "\"requests\":-10");
+        let err = serde_json::from_str::<Plan>(&negative).expect_err("negative count");
+        assert!(err.to_string().contains("-10"), "{err}");
+        let unknown_phase = json.replace("\"phase\":\"steady\"", "\"phase\":\"soak\"");
+        assert!(serde_json::from_str::<Plan>(&unknown_phase).is_err());
+    }
+
+    #[test]
+    fn the_recorded_plan_keeps_no_secrets() {
+        let mut t = target();
+        t.headers
+            .insert("Authorization".into(), "Bearer benchmark-only".into());
+        let plan = Plan::steady(t, 3);
+        let recorded = serde_json::to_string(&plan.recorded()).expect("serializes");
+        assert!(!recorded.contains("Bearer"));
+        assert!(!recorded.contains("/v1/chat"));
+    }
+}

@@ -1,0 +1,872 @@
+//! The result record, schema version 1: one benchmark run and its samples, as the browser
+//! uploads it and the collector stores it.
+//!
+//! The same types and the same [`Run::validate`] run in the browser (before an upload is
+//! offered) and in the collector (before anything is stored), so the two cannot drift.
+//! `schema/run.v1.json` is the published JSON Schema; a test checks that what this module
+//! writes matches it. Unknown fields are rejected: a record holds exactly what the privacy
+//! section of DESIGN.md lists, and nothing can be smuggled in beside it.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dialect::{Dialect, Timings, Usage};
+use crate::plan::{Phase, RecordedPlan};
+
+/// The response header by which the demo target says its numbers are simulated; a run
+/// that got it is marked `target.demo` and kept out of crowd summaries.
+pub const DEMO_HEADER: &str = "x-firsttoken-demo";
+/// The schema version this crate reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The most samples one run may hold.
+pub const MAX_SAMPLES: usize = 10_000;
+/// No time in a record may reach a day: a longer wait is a broken clock, not a measurement.
+pub const MAX_MS: f64 = 86_400_000.0;
+/// Token counts above this are nonsense from a broken stream.
+pub const MAX_TOKENS: u64 = 10_000_000;
+/// The most `Server-Timing` entries, or stream timing entries, one sample may keep.
+pub const MAX_TIMING_ENTRIES: usize = 32;
+/// Runs started before 2020-01-01 or after 2100-01-01 (Unix ms) have a broken clock.
+pub const STARTED_AT_RANGE_MS: (u64, u64) = (1_577_836_800_000, 4_102_444_800_000);
+
+/// One benchmark run: a plan executed once by one browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// A random UUID (v4) made by the browser; the idempotency key of an upload.
+    pub run_id: String,
+    /// When the run started, Unix milliseconds from the browser's clock.
+    pub started_at_ms: u64,
+    /// The firsttoken version that produced the record.
+    pub app_version: String,
+    /// What was measured: the first is the main target, the others were compared with it.
+    /// A sample's `target` is an index into this list.
+    pub targets: Vec<Target>,
+    pub client: Client,
+    pub plan: RecordedPlan,
+    /// How well the measuring engine kept time during the run.
+    pub engine: EngineReport,
+    /// Every request the run made, failed ones included, in the order they started.
+    pub samples: Vec<Sample>,
+}
+
+/// A measured target, as a record keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    /// A name the operator gave the target ("prod chat", "provider direct").
+    pub label: String,
+    /// The target's origin (`https://chat.example.com`): never its path or query, which
+    /// can carry tokens.
+    pub origin: String,
+    /// The operator's version label for before/after comparisons ("v1.4.2", "fix-db-pool").
+    pub version: Option<String>,
+    pub dialect: Dialect,
+    /// The built-in demo target: simulated numbers, kept out of crowd summaries.
+    pub demo: bool,
+    /// The names of the request bodies sent to it.
+    pub scenarios: Vec<String>,
+}
+
+/// How well the engine kept time, so that a run taken on a struggling phone or in a
+/// hidden tab can be recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineReport {
+    /// The engine ran in a dedicated Web Worker (not on the page's main thread).
+    pub in_worker: bool,
+    /// How late the engine's periodic timer fired: 99th percentile and worst, in ms. A
+    /// late timer means every timestamp taken then may be as late.
+    pub timer_lateness_p99_ms: f64,
+    pub timer_lateness_max_ms: f64,
+    /// How many timer ticks that is based on.
+    pub timer_ticks: u32,
+    /// How long the page was hidden during the run (browsers throttle hidden pages).
+    pub hidden_ms: f64,
+}
+
+/// A coarse description of the browser and network, never enough to identify anyone.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Client {
+    /// Browser family ("Chrome", "Firefox", "Safari", …).
+    pub browser: Option<String>,
+    pub browser_major: Option<u32>,
+    /// OS family ("Android", "iOS", "Windows", "macOS", "Linux", "ChromeOS").
+    pub os: Option<String>,
+    pub mobile: Option<bool>,
+    /// The network the user says they are on.
+    pub network: NetworkLabel,
+    /// Network Information API, where the browser has it: `slow-2g`, `2g`, `3g`, `4g`.
+    pub effective_type: Option<String>,
+    pub rtt_ms: Option<f64>,
+    pub downlink_mbps: Option<f64>,
+}
+
+/// The network a user says they are on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetworkLabel {
+    Cellular,
+    Fiber,
+    CableDsl,
+    Wifi,
+    Satellite,
+    Other,
+    /// The user did not say.
+    #[default]
+    Unknown,
+}
+
+impl NetworkLabel {
+    pub const ALL: [NetworkLabel; 7] = [
+        NetworkLabel::Cellular,
+        NetworkLabel::Fiber,
+        NetworkLabel::CableDsl,
+        NetworkLabel::Wifi,
+        NetworkLabel::Satellite,
+        NetworkLabel::Other,
+        NetworkLabel::Unknown,
+    ];
+
+    /// The name used in records.
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkLabel::Cellular => "cellular",
+            NetworkLabel::Fiber => "fiber",
+            NetworkLabel::CableDsl => "cable-dsl",
+            NetworkLabel::Wifi => "wifi",
+            NetworkLabel::Satellite => "satellite",
+            NetworkLabel::Other => "other",
+            NetworkLabel::Unknown => "unknown",
+        }
+    }
+
+    /// What a person reads.
+    pub fn title(self) -> &'static str {
+        match self {
+            NetworkLabel::Cellular => "Cellular",
+            NetworkLabel::Fiber => "Fiber",
+            NetworkLabel::CableDsl => "Cable / DSL",
+            NetworkLabel::Wifi => "Wi-Fi",
+            NetworkLabel::Satellite => "Satellite",
+            NetworkLabel::Other => "Other",
+            NetworkLabel::Unknown => "Not sure",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|n| n.name() == name)
+    }
+}
+
+/// Why a request did not give a complete answer. Failed requests are samples too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ErrorClass {
+    /// No response: DNS, connection, TLS or CORS failure (status 0).
+    Network,
+    /// A response with a status outside 200–299.
+    Http,
+    /// The request took longer than the plan allows.
+    Timeout,
+    /// Cancelled by the user.
+    Aborted,
+    /// A 2xx response that is not an event stream.
+    Protocol,
+    /// An error event inside a 200 stream.
+    Stream,
+    /// An event that does not have its dialect's shape.
+    Parse,
+}
+
+impl ErrorClass {
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorClass::Network => "network",
+            ErrorClass::Http => "http",
+            ErrorClass::Timeout => "timeout",
+            ErrorClass::Aborted => "aborted",
+            ErrorClass::Protocol => "protocol",
+            ErrorClass::Stream => "stream",
+            ErrorClass::Parse => "parse",
+        }
+    }
+}
+
+/// One request. All `*_ms` times are milliseconds from the request's `t0`, the
+/// `performance.now()` reading taken immediately before `fetch()` was called.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sample {
+    /// Position in the run, from 0.
+    pub index: u32,
+    pub phase: Phase,
+    /// Which of the run's targets it went to (0: the main one).
+    pub target: u32,
+    /// The request body's scenario name.
+    pub scenario: Option<String>,
+    /// How many requests were in flight together (1 when sequential).
+    pub concurrency: u32,
+    /// The batch of simultaneous requests it belonged to, counted from 0 within the phase.
+    pub batch: Option<u32>,
+    /// For a cold request: how long everything was idle before it.
+    pub idle_ms: Option<u32>,
+    /// `t0` as an offset from the run's start.
+    pub start_ms: f64,
+    /// HTTP status; 0 when the request never got a response.
+    pub status: u16,
+    pub error: Option<ErrorClass>,
+    /// What went wrong, in words (bounded; never the response body).
+    pub error_message: Option<String>,
+    /// The `fetch()` promise resolved: status and headers known.
+    pub headers_ms: Option<f64>,
+    /// The first body chunk was read.
+    pub ttfb_ms: Option<f64>,
+    /// The first event with answer text was read: **the** TTFT.
+    pub ttft_ms: Option<f64>,
+    /// The first event with any output (reasoning, tool call or answer text).
+    pub ttft_any_ms: Option<f64>,
+    /// The last event with output.
+    pub last_token_ms: Option<f64>,
+    /// The stream ended (reader done).
+    pub e2e_ms: Option<f64>,
+    /// Gaps between successive output events (at most [`crate::stream::MAX_ITL_GAPS`]).
+    pub itl_ms: Vec<f64>,
+    /// Events with output: chunk counts are not token counts.
+    pub output_chunks: u32,
+    /// Token counts, when the stream reported them.
+    pub usage: Option<Usage>,
+    /// The stream's own end marker arrived (`[DONE]`).
+    pub done: bool,
+    /// The connection, from Resource Timing, where the browser exposed it.
+    pub conn: Option<Connection>,
+    /// The response's `Server-Timing` entries.
+    pub server_timing: Vec<ServerTimingEntry>,
+    /// The timing breakdown the stream itself carried (`auth_ms`, `retrieval_ms`, …).
+    pub stream_timings: Option<Timings>,
+    /// The page was hidden at some point during the request (timers were throttled).
+    pub hidden: bool,
+}
+
+impl Sample {
+    /// Whether the sample counts in the main target's latency statistics: warm-up
+    /// requests, probes (plain GETs) and other targets' requests do not.
+    pub fn counts_for_latency(&self) -> bool {
+        self.target == 0 && self.phase.streams() && self.phase != Phase::Warmup
+    }
+}
+
+/// What Resource Timing says about a request's connection.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Connection {
+    /// Resource Timing saw the request set up no connection of its own. A cross-origin
+    /// request that needs a CORS preflight shows this even on a brand-new connection: the
+    /// preflight opened it.
+    pub reused: bool,
+    /// Whether the request ran on a connection no earlier request of the run had used, as
+    /// far as it can be verified: from the client port the target reports
+    /// (`X-Firsttoken-Client-Port`, as the demo does), else from a connect interval
+    /// Resource Timing shows. `None` when it cannot be told (a preflighted request to a
+    /// target that does not report the port).
+    pub new_connection: Option<bool>,
+    /// `h2`, `http/1.1`, `h3`.
+    pub protocol: Option<String>,
+    pub dns_ms: Option<f64>,
+    /// TCP (and TLS) connection setup.
+    pub connect_ms: Option<f64>,
+    /// The TLS part of the connection setup.
+    pub tls_ms: Option<f64>,
+}
+
+/// One `Server-Timing` entry: `db;dur=53;desc="query"`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerTimingEntry {
+    pub name: String,
+    pub duration_ms: f64,
+    pub description: Option<String>,
+}
+
+/// A record that breaks a rule, with the path of the offending field
+/// (`samples[3].ttft_ms`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct ValidationError {
+    pub field: String,
+    pub message: String,
+}
+
+/// Collects the path of the field being checked.
+struct Check<'a> {
+    path: &'a dyn fmt::Display,
+}
+
+impl Check<'_> {
+    fn fail(&self, field: &str, message: impl Into<String>) -> ValidationError {
+        let path = self.path.to_string();
+        ValidationError {
+            field: if path.is_empty() {
+                field.to_owned()
+            } else {
+                format!("{path}.{field}")
+            },
+            message: message.into(),
+        }
+    }
+
+    fn time(&self, field: &str, value: f64) -> Result<(), ValidationError> {
+        if !value.is_finite() {
+            return Err(self.fail(field, "must be a finite number"));
+        }
+        if !(0.0..MAX_MS).contains(&value) {
+            return Err(self.fail(
+                field,
+                format!("must be between 0 and {MAX_MS} ms, got {value}"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn opt_time(&self, field: &str, value: Option<f64>) -> Result<(), ValidationError> {
+        value.map_or(Ok(()), |v| self.time(field, v))
+    }
+
+    /// A short human-entered or client-derived string: bounded, no control characters.
+    fn text(&self, field: &str, value: &str, max_chars: usize) -> Result<(), ValidationError> {
+        let chars = value.chars().count();
+        if chars > max_chars {
+            return Err(self.fail(
+                field,
+                format!("must be at most {max_chars} characters, got {chars}"),
+            ));
+        }
+        if value.chars().any(char::is_control) {
+            return Err(self.fail(field, "must not contain control characters"));
+        }
+        Ok(())
+    }
+
+    fn non_empty_text(
+        &self,
+        field: &str,
+        value: &str,
+        max_chars: usize,
+    ) -> Result<(), ValidationError> {
+        if value.trim().is_empty() {
+            return Err(self.fail(field, "must not be empty"));
+        }
+        self.text(field, value, max_chars)
+    }
+}
+
+impl Run {
+    /// Checks every rule a stored record must follow. The first broken rule is returned,
+    /// naming its field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        let top = Check { path: &"" };
+        if self.schema_version != SCHEMA_VERSION {
+            return Err(top.fail(
+                "schema_version",
+                format!(
+                    "unsupported version {}, this collector reads version {SCHEMA_VERSION}",
+                    self.schema_version
+                ),
+            ));
+        }
+        if !is_uuid(&self.run_id) {
+            return Err(top.fail(
+                "run_id",
+                "must be a lowercase UUID like 0f8fad5b-d9cb-469f-a165-70867728950e",
+            ));
+        }
+        let (earliest, latest) = STARTED_AT_RANGE_MS;
+        if !(earliest..latest).contains(&self.started_at_ms) {
+            return Err(top.fail(
+                "started_at_ms",
+                format!(
+                    "must be Unix milliseconds between 2020 and 2100, got {}",
+                    self.started_at_ms
+                ),
+            ));
+        }
+        top.non_empty_text("app_version", &self.app_version, 32)?;
+        if self.targets.is_empty() || self.targets.len() > 8 {
+            return Err(top.fail("targets", "a run has 1 to 8 targets"));
+        }
+        for (i, target) in self.targets.iter().enumerate() {
+            target.validate(i)?;
+        }
+        self.client.validate()?;
+        self.plan
+            .validate(self.targets.len())
+            .map_err(|e| top.fail(&format!("plan.{}", e.field), e.message))?;
+        self.engine.validate()?;
+        if self.samples.is_empty() {
+            return Err(top.fail("samples", "a run needs at least one sample"));
+        }
+        let planned = self.plan.total_requests(self.targets.len());
+        if self.samples.len() as u64 > planned {
+            return Err(top.fail(
+                "samples",
+                format!(
+                    "the plan makes {planned} requests, the run has {} samples",
+                    self.samples.len()
+                ),
+            ));
+        }
+        for (i, sample) in self.samples.iter().enumerate() {
+            sample.validate(i)?;
+            let target = self.targets.get(sample.target as usize).ok_or_else(|| {
+                Check {
+                    path: &SamplePath(i),
+                }
+                .fail("target", format!("there is no target {}", sample.target))
+            })?;
+            if let Some(scenario) = &sample.scenario
+                && !target.scenarios.contains(scenario)
+            {
+                return Err(Check {
+                    path: &SamplePath(i),
+                }
+                .fail(
+                    "scenario",
+                    format!("target {} has no scenario {scenario:?}", sample.target),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The target being measured.
+    pub fn main_target(&self) -> &Target {
+        &self.targets[0]
+    }
+}
+
+/// Formats `targets[i]` only when an error needs it.
+struct TargetPath(usize);
+
+impl fmt::Display for TargetPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "targets[{}]", self.0)
+    }
+}
+
+impl Target {
+    fn validate(&self, position: usize) -> Result<(), ValidationError> {
+        let c = Check {
+            path: &TargetPath(position),
+        };
+        c.non_empty_text("label", &self.label, 64)?;
+        if let Err(why) = check_origin(&self.origin) {
+            return Err(c.fail("origin", why));
+        }
+        if let Some(version) = &self.version {
+            c.non_empty_text("version", version, 64)?;
+        }
+        if let crate::dialect::Dialect::Custom(custom) = &self.dialect {
+            custom
+                .validate()
+                .map_err(|(field, message)| c.fail(&format!("dialect.custom.{field}"), message))?;
+        }
+        if self.scenarios.len() > 16 {
+            return Err(c.fail("scenarios", "at most 16 scenarios"));
+        }
+        for scenario in &self.scenarios {
+            c.non_empty_text("scenarios", scenario, 64)?;
+        }
+        Ok(())
+    }
+}
+
+impl Client {
+    fn validate(&self) -> Result<(), ValidationError> {
+        let c = Check { path: &"client" };
+        for (field, value) in [("browser", &self.browser), ("os", &self.os)] {
+            if let Some(value) = value {
+                c.non_empty_text(field, value, 32)?;
+            }
+        }
+        if let Some(major) = self.browser_major
+            && major > 10_000
+        {
+            return Err(c.fail("browser_major", format!("is not a version: {major}")));
+        }
+        if let Some(effective) = &self.effective_type
+            && !["slow-2g", "2g", "3g", "4g"].contains(&effective.as_str())
+        {
+            return Err(c.fail(
+                "effective_type",
+                "must be one of slow-2g, 2g, 3g, 4g (the Network Information API's values)",
+            ));
+        }
+        c.opt_time("rtt_ms", self.rtt_ms)?;
+        if let Some(downlink) = self.downlink_mbps
+            && !(downlink.is_finite() && (0.0..=100_000.0).contains(&downlink))
+        {
+            return Err(c.fail("downlink_mbps", "must be between 0 and 100000"));
+        }
+        Ok(())
+    }
+}
+
+impl EngineReport {
+    fn validate(&self) -> Result<(), ValidationError> {
+        let c = Check { path: &"engine" };
+        c.time("timer_lateness_p99_ms", self.timer_lateness_p99_ms)?;
+        c.time("timer_lateness_max_ms", self.timer_lateness_max_ms)?;
+        c.time("hidden_ms", self.hidden_ms)
+    }
+}
+
+/// Formats `samples[i]` only when an error needs it.
+struct SamplePath(usize);
+
+impl fmt::Display for SamplePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "samples[{}]", self.0)
+    }
+}
+
+impl Sample {
+    /// Checks one sample that sits at `position` in its run.
+    pub(crate) fn validate(&self, position: usize) -> Result<(), ValidationError> {
+        let c = Check {
+            path: &SamplePath(position),
+        };
+        if self.index as usize != position {
+            return Err(c.fail(
+                "index",
+                format!(
+                    "must equal the sample's position {position}, got {}",
+                    self.index
+                ),
+            ));
+        }
+        if self.concurrency == 0 || self.concurrency > 1000 {
+            return Err(c.fail("concurrency", "must be between 1 and 1000"));
+        }
+        c.time("start_ms", self.start_ms)?;
+        if self.status != 0 && !(100..=599).contains(&self.status) {
+            return Err(c.fail(
+                "status",
+                format!(
+                    "must be 0 (no response) or an HTTP status 100–599, got {}",
+                    self.status
+                ),
+            ));
+        }
+        if self.status == 0 && self.error.is_none() {
+            return Err(c.fail(
+                "error",
+                "a sample without a response (status 0) needs an error class",
+            ));
+        }
+        if let Some(message) = &self.error_message {
+            c.text("error_message", message, 500)?;
+        }
+        // The times are readings of one clock taken in this order, so they can only grow.
+        let ordered = [
+            ("headers_ms", self.headers_ms),
+            ("ttfb_ms", self.ttfb_ms),
+            ("ttft_any_ms", self.ttft_any_ms),
+            ("ttft_ms", self.ttft_ms),
+            ("e2e_ms", self.e2e_ms),
+        ];
+        let mut previous: Option<(&str, f64)> = None;
+        for (field, value) in ordered {
+            c.opt_time(field, value)?;
+            if let Some(value) = value {
+                if let Some((before, earlier)) = previous
+                    && value < earlier
+                {
+                    return Err(c.fail(
+                        field,
+                        format!("{value} ms is earlier than {before} ({earlier} ms)"),
+                    ));
+                }
+                previous = Some((field, value));
+            }
+        }
+        c.opt_time("last_token_ms", self.last_token_ms)?;
+        if let (Some(last), Some(first)) = (self.last_token_ms, self.ttft_any_ms)
+            && last < first
+        {
+            return Err(c.fail("last_token_ms", "is earlier than ttft_any_ms"));
+        }
+        if let (Some(last), Some(end)) = (self.last_token_ms, self.e2e_ms)
+            && last > end
+        {
+            return Err(c.fail("last_token_ms", "is later than e2e_ms"));
+        }
+        if self.itl_ms.len() > crate::stream::MAX_ITL_GAPS {
+            return Err(c.fail(
+                "itl_ms",
+                format!("at most {} gaps", crate::stream::MAX_ITL_GAPS),
+            ));
+        }
+        for gap in &self.itl_ms {
+            c.time("itl_ms", *gap)?;
+        }
+        if let Some(scenario) = &self.scenario {
+            c.non_empty_text("scenario", scenario, 64)?;
+        }
+        if self.batch.is_some_and(|b| b as usize >= MAX_SAMPLES) {
+            return Err(c.fail("batch", format!("must be below {MAX_SAMPLES}")));
+        }
+        if self.idle_ms.is_some_and(|ms| ms > crate::plan::MAX_IDLE_MS) {
+            return Err(c.fail(
+                "idle_ms",
+                format!("must be at most {}", crate::plan::MAX_IDLE_MS),
+            ));
+        }
+        if let Some(conn) = &self.conn {
+            if let Some(protocol) = &conn.protocol
+                && (protocol.is_empty()
+                    || protocol.len() > 16
+                    || !protocol
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"/.-".contains(&b)))
+            {
+                return Err(c.fail(
+                    "conn.protocol",
+                    format!("{protocol:?} is not a protocol name (h2, http/1.1, h3)"),
+                ));
+            }
+            c.opt_time("conn.dns_ms", conn.dns_ms)?;
+            c.opt_time("conn.connect_ms", conn.connect_ms)?;
+            c.opt_time("conn.tls_ms", conn.tls_ms)?;
+        }
+        if self.server_timing.len() > MAX_TIMING_ENTRIES {
+            return Err(c.fail(
+                "server_timing",
+                format!("at most {MAX_TIMING_ENTRIES} entries"),
+            ));
+        }
+        for entry in &self.server_timing {
+            c.non_empty_text("server_timing.name", &entry.name, 64)?;
+            c.time("server_timing.duration_ms", entry.duration_ms)?;
+            if let Some(description) = &entry.description {
+                c.text("server_timing.description", description, 128)?;
+            }
+        }
+        if let Some(timings) = &self.stream_timings {
+            if timings.len() > MAX_TIMING_ENTRIES {
+                return Err(c.fail(
+                    "stream_timings",
+                    format!("at most {MAX_TIMING_ENTRIES} entries"),
+                ));
+            }
+            for (name, ms) in timings {
+                c.non_empty_text("stream_timings", name, 64)?;
+                c.time(&format!("stream_timings.{name}"), *ms)?;
+            }
+        }
+        if let Some(usage) = &self.usage {
+            for (field, value) in [
+                ("usage.input_tokens", usage.input_tokens),
+                ("usage.output_tokens", usage.output_tokens),
+            ] {
+                if value.is_some_and(|v| v > MAX_TOKENS) {
+                    return Err(c.fail(field, format!("must be at most {MAX_TOKENS}")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The origin of an absolute http(s) URL (`https://chat.example.com:8443`), lowercase.
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next()?.to_ascii_lowercase();
+    let authority = match (scheme.as_str(), authority.rsplit_once(':')) {
+        // The default port is not part of the origin as browsers write it.
+        ("http", Some((host, "80"))) | ("https", Some((host, "443"))) => host.to_owned(),
+        _ => authority,
+    };
+    let origin = format!("{scheme}://{authority}");
+    check_origin(&origin).ok().map(|()| origin)
+}
+
+/// What a finished run knows, put together as its record. `demo[i]` says whether target
+/// `i` answered as the built-in demo.
+#[derive(Debug)]
+pub struct RecordParts<'a> {
+    pub run_id: String,
+    pub started_at_ms: u64,
+    pub app_version: &'a str,
+    pub plan: &'a crate::plan::Plan,
+    pub client: Client,
+    pub engine: EngineReport,
+    pub demo: &'a [bool],
+    pub samples: Vec<Sample>,
+}
+
+impl RecordParts<'_> {
+    /// The record, with each target reduced to what may be kept: label, origin, version,
+    /// dialect, scenario names. Validate it before offering an upload.
+    pub fn into_run(self) -> Run {
+        let targets = self
+            .plan
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| Target {
+                label: t.label.clone(),
+                origin: origin_of(&t.url).unwrap_or_else(|| t.url.clone()),
+                version: t.version.clone(),
+                dialect: t.dialect.clone(),
+                demo: t.demo || self.demo.get(i).copied().unwrap_or(false),
+                scenarios: t.scenarios.iter().map(|s| s.name.clone()).collect(),
+            })
+            .collect();
+        Run {
+            schema_version: SCHEMA_VERSION,
+            run_id: self.run_id,
+            started_at_ms: self.started_at_ms,
+            app_version: self.app_version.to_owned(),
+            targets,
+            client: self.client,
+            plan: self.plan.recorded(),
+            engine: self.engine,
+            samples: self.samples,
+        }
+    }
+}
+
+/// A run id (UUID version 4) from 16 random bytes. Browsers give random bytes everywhere
+/// (`crypto.getRandomValues`), but `crypto.randomUUID` only on HTTPS pages.
+pub fn run_id_from_random(mut bytes: [u8; 16]) -> String {
+    bytes[6] = (bytes[6] & 0x0f) | 0x40; // version 4
+    bytes[8] = (bytes[8] & 0x3f) | 0x80; // RFC 9562 variant
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// Whether `s` has a run id's form: `8-4-4-4-12` lowercase hex digits.
+pub fn is_uuid(s: &str) -> bool {
+    let groups: Vec<&str> = s.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, len)| {
+            g.len() == len && g.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        })
+}
+
+/// An origin is `http://` or `https://`, a host, maybe a port, and nothing else.
+fn check_origin(origin: &str) -> Result<(), String> {
+    if origin.len() > 255 {
+        return Err("must be at most 255 characters".into());
+    }
+    let rest = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"))
+        .ok_or("must start with http:// or https://")?;
+    let (host, port) = match rest.rsplit_once(':') {
+        // An IPv6 literal keeps its colons inside brackets.
+        Some((host, port)) if !port.contains(']') => (host, Some(port)),
+        _ => (rest, None),
+    };
+    if host.is_empty() {
+        return Err("has no host".into());
+    }
+    let host_ok = if let Some(v6) = host.strip_prefix('[') {
+        v6.strip_suffix(']').is_some_and(|inner| {
+            !inner.is_empty()
+                && inner
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.')
+        })
+    } else {
+        host.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+    };
+    if !host_ok {
+        return Err("must be scheme://host[:port] with no path, query or credentials".into());
+    }
+    if let Some(port) = port
+        && port.parse::<u16>().map_or(true, |p| p == 0)
+    {
+        return Err(format!("has an invalid port {port:?}"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        for ok in [
+            "https://chat.example.com",
+            "http://127.0.0.1:8080",
+            "http://[::1]:3000",
+            "https://xn--bcher-kva.example",
+        ] {
+            assert_eq!(check_origin(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "chat.example.com",
+            "https://",
+            "https://example.com/v1/chat",
+            "https://user:pw@example.com",
+            "https://example.com?key=1",
+            "https://example.com:0",
+            "https://example.com:99999",
+            "ftp://example.com",
+            "https://<script>",
+        ] {
+            assert!(check_origin(bad).is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
+    fn origins_of_urls() {
+        assert_eq!(
+            origin_of("https://Chat.Example.com/v1/chat?key=x").as_deref(),
+            Some("https://chat.example.com")
+        );
+        assert_eq!(
+            origin_of("http://127.0.0.1:8080/v1").as_deref(),
+            Some("http://127.0.0.1:8080")
+        );
+        assert_eq!(
+            origin_of("https://example.com:443/").as_deref(),
+            Some("https://example.com")
+        );
+        assert_eq!(
+            origin_of("http://[::1]:3000/x").as_deref(),
+            Some("http://[::1]:3000")
+        );
+        assert_eq!(origin_of("ftp://example.com/"), None);
+        assert_eq!(origin_of("https://user@example.com/"), None);
+    }
+
+    #[test]
+    fn uuids() {
+        assert!(is_uuid("0f8fad5b-d9cb-469f-a165-70867728950e"));
+        assert!(!is_uuid("0F8FAD5B-D9CB-469F-A165-70867728950E"));
+        assert!(!is_uuid("0f8fad5bd9cb469fa16570867728950e"));
+        assert!(!is_uuid("0f8fad5b-d9cb-469f-a165-70867728950"));
+        let id = run_id_from_random([0xff; 16]);
+        assert_eq!(id, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+        assert!(is_uuid(&run_id_from_random([0; 16])));
+    }
+}

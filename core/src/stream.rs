@@ -1,0 +1,214 @@
+//! Turns a response body, as timestamped chunks, into the stream's timing metrics.
+//!
+//! The engine stamps each chunk with `performance.now()` the moment the reader hands it
+//! over, before any parsing, and passes the stamp in with the bytes. Every event a chunk
+//! completes happened at that chunk's time: that is how a parse can never delay a
+//! timestamp. All times are milliseconds from the request's `t0`.
+
+use crate::dialect::{Dialect, Timings, Usage, timings_from};
+use crate::sse::SseParser;
+
+/// At most this many inter-token gaps are kept per request; a longer answer keeps its
+/// first gaps (its totals, TTFT and last-token time stay exact).
+pub const MAX_ITL_GAPS: usize = 8192;
+
+/// What a finished stream measured.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StreamMetrics {
+    /// The first body chunk was read.
+    pub ttfb_ms: Option<f64>,
+    /// The chunk completing the first event with answer text was read: **the** TTFT.
+    pub ttft_ms: Option<f64>,
+    /// The first event with any output (reasoning, tool call or answer text).
+    pub ttft_any_ms: Option<f64>,
+    /// The last event with output.
+    pub last_token_ms: Option<f64>,
+    /// Gaps between successive output events. Events that arrived in the same chunk are
+    /// 0 ms apart: that is what the reader saw.
+    pub itl_ms: Vec<f64>,
+    /// Events dispatched.
+    pub events: u32,
+    /// Events with any output.
+    pub output_chunks: u32,
+    /// Events with answer text.
+    pub content_chunks: u32,
+    /// Events with reasoning text.
+    pub reasoning_chunks: u32,
+    /// Characters of answer text received (kept instead of the text itself).
+    pub content_chars: u64,
+    /// Body bytes received.
+    pub bytes: u64,
+    /// Token counts the stream reported (later reports update earlier ones, count by count).
+    pub usage: Option<Usage>,
+    /// The server's own timing breakdown, when the stream carried one.
+    pub timings: Option<Timings>,
+    /// The first error the stream reported inside itself.
+    pub stream_error: Option<String>,
+    /// The first event that did not have its dialect's shape.
+    pub parse_error: Option<String>,
+    /// The stream's own end marker arrived.
+    pub done: bool,
+    /// The body ended inside an event (a truncated answer).
+    pub unterminated: bool,
+}
+
+/// Feeds stamped chunks through the SSE parser and a dialect, keeping the metrics.
+#[derive(Debug)]
+pub struct StreamRecorder {
+    parser: SseParser,
+    dialect: Dialect,
+    /// Where in an event's JSON the server may put its timing breakdown, for dialects
+    /// that have no place of their own for it.
+    timings_pointer: Option<String>,
+    metrics: StreamMetrics,
+}
+
+impl StreamRecorder {
+    /// A recorder for one response body in `dialect`.
+    pub fn new(dialect: Dialect) -> Self {
+        Self {
+            parser: SseParser::new(),
+            dialect,
+            timings_pointer: None,
+            metrics: StreamMetrics::default(),
+        }
+    }
+
+    /// Also looks for a timing breakdown at `pointer` in every JSON event.
+    pub fn with_timings_pointer(mut self, pointer: Option<String>) -> Self {
+        self.timings_pointer = pointer;
+        self
+    }
+
+    /// What has been measured so far (for live display).
+    pub fn metrics(&self) -> &StreamMetrics {
+        &self.metrics
+    }
+
+    /// One chunk as the reader handed it over at `t_ms`.
+    pub fn on_chunk(&mut self, t_ms: f64, bytes: &[u8]) {
+        let Self {
+            parser,
+            dialect,
+            timings_pointer,
+            metrics: m,
+        } = self;
+        m.ttfb_ms.get_or_insert(t_ms);
+        m.bytes += bytes.len() as u64;
+        parser.feed(bytes, |event| {
+            m.events += 1;
+            let decoded = match dialect.decode(&event) {
+                Ok(decoded) => decoded,
+                Err(e) => {
+                    m.parse_error.get_or_insert_with(|| e.to_string());
+                    return;
+                }
+            };
+            if decoded.has_output() {
+                m.output_chunks += 1;
+                m.ttft_any_ms.get_or_insert(t_ms);
+                if let Some(last) = m.last_token_ms
+                    && m.itl_ms.len() < MAX_ITL_GAPS
+                {
+                    m.itl_ms.push(t_ms - last);
+                }
+                m.last_token_ms = Some(t_ms);
+            }
+            if decoded.has_answer() {
+                m.content_chunks += 1;
+                m.content_chars += decoded.content.chars().count() as u64;
+                m.ttft_ms.get_or_insert(t_ms);
+            }
+            if !decoded.reasoning.is_empty() {
+                m.reasoning_chunks += 1;
+            }
+            if let Some(usage) = decoded.usage {
+                m.usage = Some(Usage::merge(m.usage, usage));
+            }
+            if let Some(timings) = decoded.timings {
+                m.timings = Some(timings);
+            } else if let Some(pointer) = timings_pointer.as_deref()
+                && event.data.trim_start().starts_with('{')
+                && let Ok(value) = serde_json::from_str::<serde_json::Value>(&event.data)
+                && let Some(timings) = value.pointer(pointer).and_then(timings_from)
+            {
+                m.timings = Some(timings);
+            }
+            if let Some(error) = decoded.error {
+                m.stream_error.get_or_insert(error);
+            }
+            m.done |= decoded.done;
+        });
+    }
+
+    /// The body ended (the reader said done).
+    pub fn finish(mut self) -> StreamMetrics {
+        self.metrics.unterminated = self.parser.finish().unterminated;
+        self.metrics
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(content: &str) -> String {
+        format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{content}\"}}}}]}}\n\n")
+    }
+
+    #[test]
+    fn times_come_from_the_chunk_that_completed_the_event() {
+        let mut rec = StreamRecorder::new(Dialect::OpenaiChat);
+        rec.on_chunk(
+            10.0,
+            b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":\"\"}}]}\n\n",
+        );
+        // The first answer event is split: its first half arrives at 20 ms, the blank line
+        // completing it at 30 ms. TTFT is 30 ms, the moment the reader had the whole event.
+        let first = chunk("Hi");
+        let (a, b) = first.split_at(first.len() - 1);
+        rec.on_chunk(20.0, a.as_bytes());
+        rec.on_chunk(30.0, b.as_bytes());
+        rec.on_chunk(
+            45.0,
+            format!("{}{}", chunk(" there"), chunk("!")).as_bytes(),
+        );
+        rec.on_chunk(50.0, b"data: [DONE]\n\n");
+        let m = rec.finish();
+        assert_eq!(m.ttfb_ms, Some(10.0));
+        assert_eq!(m.ttft_ms, Some(30.0));
+        assert_eq!(m.ttft_any_ms, Some(30.0));
+        assert_eq!(m.last_token_ms, Some(45.0));
+        assert_eq!(m.itl_ms, vec![15.0, 0.0]);
+        assert_eq!((m.events, m.output_chunks, m.content_chunks), (5, 3, 3));
+        assert_eq!(m.content_chars, "Hi there!".len() as u64);
+        assert!(m.done);
+        assert!(!m.unterminated);
+    }
+
+    #[test]
+    fn a_malformed_event_is_recorded_and_the_stream_goes_on() {
+        let mut rec = StreamRecorder::new(Dialect::OpenaiChat);
+        rec.on_chunk(5.0, b"data: {oops\n\n");
+        rec.on_chunk(6.0, chunk("x").as_bytes());
+        let m = rec.finish();
+        assert!(
+            m.parse_error
+                .as_deref()
+                .is_some_and(|e| e.contains("openai-chat"))
+        );
+        assert_eq!(m.ttft_ms, Some(6.0));
+        assert!(!m.done);
+    }
+
+    #[test]
+    fn itl_list_is_capped() {
+        let mut rec = StreamRecorder::new(Dialect::Text);
+        for i in 0..(MAX_ITL_GAPS + 10) {
+            rec.on_chunk(i as f64, b"data: t\n\n");
+        }
+        let m = rec.finish();
+        assert_eq!(m.itl_ms.len(), MAX_ITL_GAPS);
+        assert_eq!(m.last_token_ms, Some((MAX_ITL_GAPS + 9) as f64));
+    }
+}

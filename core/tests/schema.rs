@@ -1,0 +1,216 @@
+//! The record the code writes matches the committed JSON Schema (`schema/run.v1.json`),
+//! and validation refuses what the schema and the rules refuse, naming the field.
+
+use std::path::Path;
+
+use firsttoken_core::{Run, schema::MAX_SAMPLES};
+use serde_json::{Value, json};
+
+fn read_json(relative: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    serde_json::from_slice(&std::fs::read(&path).expect("file readable")).expect("valid JSON")
+}
+
+fn example() -> Value {
+    read_json("schema/example-run.v1.json")
+}
+
+fn validator() -> jsonschema::Validator {
+    jsonschema::validator_for(&read_json("schema/run.v1.json")).expect("the schema compiles")
+}
+
+/// What the JSON Schema says about `value`, as readable lines.
+fn schema_errors(value: &Value) -> Vec<String> {
+    validator()
+        .iter_errors(value)
+        .map(|e| format!("{}: {e}", e.instance_path))
+        .collect()
+}
+
+#[test]
+fn the_example_round_trips_and_what_the_code_writes_matches_the_schema() {
+    let run: Run = serde_json::from_value(example()).expect("example deserializes");
+    run.validate().expect("example is valid");
+    let written = serde_json::to_value(&run).expect("serializes");
+    assert_eq!(written, example(), "serialization changed the record");
+    assert_eq!(schema_errors(&written), Vec::<String>::new());
+}
+
+#[test]
+fn a_run_built_in_code_matches_the_schema() {
+    // Built through the types, with every optional field set, so a field added to the
+    // structs but not to the schema fails here (the schema forbids unknown properties).
+    let mut run: Run = serde_json::from_value(example()).expect("example deserializes");
+    run.targets[0].version = Some("v1.4.2".into());
+    run.samples[0].error_message = Some("fine".into());
+    run.samples[0].batch = Some(2);
+    run.samples[0].idle_ms = Some(30_000);
+    run.targets.push(firsttoken_core::Target {
+        label: "custom".into(),
+        origin: "https://app.example.com".into(),
+        version: None,
+        dialect: serde_json::from_value(
+            json!({"custom": {"token_event": "token", "token_pointer": "/t",
+            "done_event": "done", "timings_pointer": "/timings"}}),
+        )
+        .expect("custom dialect"),
+        demo: false,
+        scenarios: vec!["rag".into()],
+    });
+    run.validate().expect("valid");
+    let written = serde_json::to_value(&run).expect("serializes");
+    assert_eq!(schema_errors(&written), Vec::<String>::new());
+}
+
+/// Applies `edit` to the example and returns the field the validation names.
+fn rejected_field(edit: impl FnOnce(&mut Value)) -> String {
+    let mut value = example();
+    edit(&mut value);
+    assert!(
+        !schema_errors(&value).is_empty(),
+        "the JSON Schema accepts an edit the validation is expected to refuse: {value}"
+    );
+    match serde_json::from_value::<Run>(value) {
+        Ok(run) => run.validate().expect_err("validation must refuse").field,
+        Err(e) => format!("serde: {e}"),
+    }
+}
+
+#[test]
+fn bad_records_are_refused_by_both_with_the_field_named() {
+    assert_eq!(
+        rejected_field(|v| v["schema_version"] = json!(2)),
+        "schema_version"
+    );
+    assert_eq!(
+        rejected_field(|v| v["run_id"] = json!("not-a-uuid")),
+        "run_id"
+    );
+    assert_eq!(
+        rejected_field(|v| v["started_at_ms"] = json!(5)),
+        "started_at_ms"
+    );
+    assert_eq!(
+        rejected_field(|v| v["targets"][0]["label"] = json!("")),
+        "targets[0].label"
+    );
+    assert_eq!(
+        rejected_field(|v| v["targets"][0]["origin"] = json!("https://x.example/v1?key=secret")),
+        "targets[0].origin"
+    );
+    assert_eq!(
+        rejected_field(|v| v["targets"][0]["label"] = json!("x".repeat(65))),
+        "targets[0].label"
+    );
+    assert_eq!(
+        rejected_field(|v| v["client"]["effective_type"] = json!("5g")),
+        "client.effective_type"
+    );
+    assert_eq!(
+        rejected_field(|v| v["samples"][0]["ttft_ms"] = json!(-5.0)),
+        "samples[0].ttft_ms"
+    );
+    assert_eq!(
+        rejected_field(|v| v["samples"][0]["e2e_ms"] = json!(86_400_000.0)),
+        "samples[0].e2e_ms"
+    );
+    assert_eq!(
+        rejected_field(|v| v["samples"][1]["status"] = json!(600)),
+        "samples[1].status"
+    );
+    assert_eq!(
+        rejected_field(|v| v["plan"]["phases"][0]["requests"] = json!(0)),
+        "plan.phases[0].requests"
+    );
+    assert_eq!(rejected_field(|v| v["samples"] = json!([])), "samples");
+    assert_eq!(
+        rejected_field(
+            |v| v["samples"][0]["stream_timings"]["first_token_written_ms"] = json!(-1.0)
+        ),
+        "samples[0].stream_timings.first_token_written_ms"
+    );
+    assert_eq!(
+        rejected_field(|v| v["samples"][0]["conn"]["protocol"] = json!("<h2>")),
+        "samples[0].conn.protocol"
+    );
+    assert_eq!(
+        rejected_field(|v| v["engine"]["hidden_ms"] = json!(-4.0)),
+        "engine.hidden_ms"
+    );
+    assert_eq!(
+        rejected_field(|v| v["plan"]["phases"][0] =
+            json!({"phase": "concurrency", "levels": [0], "requests_per_level": 1})),
+        "plan.phases[0].levels[0]"
+    );
+}
+
+#[test]
+fn rules_beyond_the_schema_are_enforced() {
+    let check = |edit: fn(&mut Run)| {
+        let mut run: Run = serde_json::from_value(example()).expect("example");
+        edit(&mut run);
+        run.validate().expect_err("must be refused")
+    };
+    // Times are one clock's readings in order.
+    let err = check(|r| r.samples[0].ttft_ms = Some(1.0));
+    assert_eq!(err.field, "samples[0].ttft_ms");
+    assert!(err.message.contains("earlier than ttft_any_ms"), "{err}");
+    assert_eq!(check(|r| r.samples[1].index = 7).field, "samples[1].index");
+    assert_eq!(
+        check(|r| r.samples[2].error = None).field,
+        "samples[2].error"
+    );
+    assert_eq!(
+        check(|r| r.samples[0].ttft_ms = Some(f64::NAN)).field,
+        "samples[0].ttft_ms"
+    );
+    assert_eq!(
+        check(|r| r.targets[0].label = "tab\tin label".into()).field,
+        "targets[0].label"
+    );
+    assert_eq!(
+        check(|r| r.samples[0].target = 3).field,
+        "samples[0].target"
+    );
+    assert_eq!(
+        check(|r| r.samples[0].scenario = Some("rag".into())).field,
+        "samples[0].scenario"
+    );
+    // Over HTTP/1.1 a browser opens six connections per host: more would queue unseen.
+    let err = check(|r| {
+        r.plan.phases[0] = firsttoken_core::plan::PhasePlan::Concurrency {
+            levels: vec![8],
+            requests_per_level: 8,
+        }
+    });
+    assert_eq!(err.field, "plan.phases[0].levels[0]");
+    let mut run: Run = serde_json::from_value(example()).expect("example");
+    let one = run.samples[0].clone();
+    run.samples = (0..=MAX_SAMPLES as u32)
+        .map(|i| firsttoken_core::Sample {
+            index: i,
+            ..one.clone()
+        })
+        .collect();
+    assert_eq!(run.validate().expect_err("too many").field, "samples");
+}
+
+#[test]
+fn unknown_fields_are_refused() {
+    let mut value = example();
+    value["client"]["ip"] = json!("203.0.113.9");
+    let err = serde_json::from_value::<Run>(value).expect_err("unknown field");
+    assert!(err.to_string().contains("unknown field `ip`"), "{err}");
+}
+
+#[test]
+fn times_survive_a_json_round_trip_exactly() {
+    // serde_json's default float parser can land one unit off; a collector that stores
+    // and recomputes times must read back exactly what was written.
+    let mut run: Run = serde_json::from_value(example()).expect("example");
+    run.samples[0].e2e_ms = Some(910.926_249_999_999_9);
+    run.samples[0].itl_ms = vec![0.1 + 0.2, 1e-7, 86_399_999.999_999_99];
+    let back: Run =
+        serde_json::from_str(&serde_json::to_string(&run).expect("json")).expect("parses");
+    assert_eq!(back, run);
+}

@@ -1,0 +1,169 @@
+//! What the end-to-end tests stand on: the real server on a real port with a real SQLite
+//! file, serving the built app (`dist/`), and headless Chromium driven through
+//! chromedriver.
+//!
+//! The tests run with the `browser` feature, which `cargo xtask test` turns on after it
+//! has built the app and installed Chromium.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::{Context, bail};
+use axum::serve::ListenerExt;
+use firsttoken_core::Dialect;
+use firsttoken_core::plan::TargetPlan;
+use firsttoken_core::share::Study;
+use firsttoken_server::{AppState, Config, Db, service};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+#[cfg(feature = "browser")]
+pub mod browser;
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("e2e/ sits in the workspace")
+        .to_path_buf()
+}
+
+/// Where the tests save screenshots of each state, for a person to look at.
+pub fn screenshot_dir() -> PathBuf {
+    workspace_root().join("target/e2e-screenshots")
+}
+
+/// The firsttoken server on a free loopback port, with its own SQLite file.
+#[derive(Debug)]
+pub struct TestServer {
+    pub address: SocketAddr,
+    pub db: Db,
+    static_dir: Option<PathBuf>,
+    /// TCP connections accepted so far.
+    accepted: Arc<AtomicU64>,
+    running: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    /// Holds the SQLite file; removed when the server is dropped.
+    _data: TempDir,
+}
+
+impl TestServer {
+    /// The whole server: the built app, the demo target and the collector.
+    pub async fn start() -> anyhow::Result<Self> {
+        let dist = workspace_root().join("dist");
+        if !dist.join("index.html").is_file() {
+            bail!(
+                "{} has no built app: `cargo xtask test` builds it before running these tests",
+                dist.display()
+            );
+        }
+        Self::with(Some(dist)).await
+    }
+
+    /// The server without the app: a collector (and a demo target) on another origin.
+    pub async fn collector() -> anyhow::Result<Self> {
+        Self::with(None).await
+    }
+
+    async fn with(static_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+        let data = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", data.path().join("runs.db").display());
+        let db = Db::connect(&url).await?;
+        let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .context("binding a loopback port")?;
+        let mut server = Self {
+            address: tcp.local_addr()?,
+            db,
+            static_dir,
+            accepted: Arc::new(AtomicU64::new(0)),
+            running: None,
+            _data: data,
+        };
+        server.serve(tcp);
+        Ok(server)
+    }
+
+    fn serve(&mut self, tcp: tokio::net::TcpListener) {
+        let config = Config {
+            static_dir: self
+                .static_dir
+                .clone()
+                .unwrap_or_else(|| "/nonexistent".into()),
+            // The tests upload from one address, far more often than a person would.
+            uploads_per_minute: 100_000,
+            ..Config::defaults()
+        };
+        let state = AppState::new(self.db.clone(), config);
+        let counter = self.accepted.clone();
+        let listener = firsttoken_server::listener(tcp).tap_io(move |_| {
+            counter.fetch_add(1, Ordering::Relaxed);
+        });
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, service(state))
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+            if let Err(e) = served {
+                eprintln!("test server stopped: {e}");
+            }
+        });
+        self.running = Some((stop, task));
+    }
+
+    /// Stops answering (as a collector that went away): connections are refused until
+    /// [`TestServer::resume`].
+    pub async fn stop(&mut self) {
+        if let Some((stop, task)) = self.running.take() {
+            let _ = stop.send(());
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(10), task).await;
+        }
+    }
+
+    /// Answers again, on the same address and with the same database.
+    pub async fn resume(&mut self) -> anyhow::Result<()> {
+        let tcp = tokio::net::TcpListener::bind(self.address)
+            .await
+            .with_context(|| format!("binding {} again", self.address))?;
+        self.serve(tcp);
+        Ok(())
+    }
+
+    /// `http://127.0.0.1:port/path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    /// How many TCP connections the server has accepted.
+    pub fn connections_accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
+    }
+
+    /// The demo target on this server as a study's target, with `knobs` in its query,
+    /// probes, fresh connections (`{n}.localhost`) and the demo's timing breakdown.
+    pub fn demo_target(&self, knobs: &str) -> TargetPlan {
+        let path = format!("/v1/chat/completions?{knobs}");
+        let mut target = TargetPlan::new(
+            "demo",
+            &self.url(&path),
+            Dialect::OpenaiChat,
+            r#"{"model":"demo","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Hello?"}]}"#,
+        );
+        target.probe_url = Some(self.url("/api/v1/ping"));
+        target.timings_pointer = Some("/server_timings".into());
+        target.fresh_url = Some(format!(
+            "http://{{n}}.localhost:{}{path}",
+            self.address.port()
+        ));
+        target
+    }
+
+    /// The share link of `study`, opened on this server's app.
+    pub fn link(&self, study: &Study) -> String {
+        self.url(&format!("/run#{}", study.to_fragment()))
+    }
+}

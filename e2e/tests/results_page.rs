@@ -1,0 +1,173 @@
+//! The results page reads the collector's summaries: grouped percentiles with intervals,
+//! distribution curves, and a before/after comparison of two versions. Screenshots of each
+//! state land in `target/e2e-screenshots/`.
+
+use std::time::Duration;
+
+use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::schema::NetworkLabel;
+use firsttoken_core::{Phase, Run};
+use firsttoken_e2e::TestServer;
+use firsttoken_e2e::browser::{Browser, DESKTOP, PHONE, Viewport};
+use thirtyfour::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A real (not demo) run: `requests` steady samples around `ttft` ms.
+fn run(n: u64, network: NetworkLabel, version: &str, ttft: f64) -> Run {
+    let example =
+        std::fs::read(firsttoken_e2e::workspace_root().join("core/schema/example-run.v1.json"))
+            .expect("example");
+    let mut run: Run = serde_json::from_slice(&example).expect("example parses");
+    run.run_id = format!("00000000-0000-4000-8000-{n:012x}");
+    run.client.network = network;
+    run.targets[0].label = "chat".into();
+    run.targets[0].origin = "https://chat.example.com".into();
+    run.targets[0].version = Some(version.into());
+    run.targets[0].demo = false;
+    let template = run.samples[0].clone();
+    run.samples = (0..20u32)
+        .map(|i| {
+            let t = ttft + f64::from(i * 7 % 13) * 4.0;
+            firsttoken_core::Sample {
+                index: i,
+                phase: Phase::Steady,
+                ttft_any_ms: Some(t),
+                ttft_ms: Some(t),
+                last_token_ms: Some(t + 900.0),
+                e2e_ms: Some(t + 910.0),
+                ..template.clone()
+            }
+        })
+        .collect();
+    run.plan.phases = vec![PhasePlan::Steady { requests: 20 }];
+    run.validate().expect("valid");
+    run
+}
+
+async fn seeded_server() -> anyhow::Result<TestServer> {
+    let server = TestServer::start().await?;
+    let mut n = 0;
+    for (version, slowdown) in [("v1", 400.0), ("v2", 0.0)] {
+        for (network, base) in [
+            (NetworkLabel::Fiber, 300.0),
+            (NetworkLabel::Cellular, 650.0),
+        ] {
+            for _ in 0..2 {
+                n += 1;
+                let run = run(n, network, version, base + slowdown);
+                server
+                    .db
+                    .insert_run(&run, &serde_json::to_string(&run)?, 1_796_000_000_000)
+                    .await?;
+            }
+        }
+    }
+    Ok(server)
+}
+
+async fn grouped_and_compared(viewport: Viewport) -> anyhow::Result<()> {
+    let server = seeded_server().await?;
+    let browser = Browser::start(viewport).await?;
+    let driver = &browser.driver;
+    let shot = |state: &str| format!("results-page-{}-{state}", viewport.name);
+    driver.goto(server.url("/results")).await?;
+    let rows = browser
+        .wait_for_count("[data-testid=results-row]", 2, WAIT)
+        .await?;
+    assert_eq!(rows.len(), 2, "grouped by network: cellular and fiber");
+    let first = rows[0].text().await?;
+    assert!(first.starts_with("cellular"), "{first}");
+    // 80 requests; p50 with its interval beneath.
+    assert!(
+        first.contains("80") && first.contains(" ms") && first.contains("–"),
+        "{first}"
+    );
+    assert!(
+        first.trim_end().ends_with("0.0%"),
+        "no request failed: {first:?}"
+    );
+    driver
+        .query(By::Css("[data-testid=cdf-chart] path.cdf-line"))
+        .first()
+        .await?;
+    browser.screenshot(&shot("1-grouped")).await?;
+
+    // Before and after: v1 was 400 ms slower everywhere.
+    driver
+        .find(By::Css("[data-testid=compare-before]"))
+        .await?
+        .send_keys("v1")
+        .await?;
+    driver
+        .find(By::Css("[data-testid=compare-after]"))
+        .await?
+        .send_keys("v2")
+        .await?;
+    driver
+        .find(By::Css("[data-testid=compare-button]"))
+        .await?
+        .click()
+        .await?;
+    let compared = browser
+        .wait_for_count("[data-testid=compare-row]", 2, WAIT)
+        .await?;
+    for row in compared {
+        let text = row.text().await?;
+        assert!(text.contains("faster"), "{text}");
+    }
+    browser.screenshot(&shot("2-compared")).await?;
+    browser.quit().await
+}
+
+#[tokio::test]
+async fn results_group_and_compare_on_a_desktop() -> anyhow::Result<()> {
+    grouped_and_compared(DESKTOP).await
+}
+
+#[tokio::test]
+async fn results_group_and_compare_on_a_phone() -> anyhow::Result<()> {
+    grouped_and_compared(PHONE).await
+}
+
+#[tokio::test]
+async fn demo_runs_stay_out_until_asked_for() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let example =
+        std::fs::read(firsttoken_e2e::workspace_root().join("core/schema/example-run.v1.json"))?;
+    let demo: Run = serde_json::from_slice(&example)?;
+    server
+        .db
+        .insert_run(&demo, &serde_json::to_string(&demo)?, 1_796_000_000_000)
+        .await?;
+    let browser = Browser::start(DESKTOP).await?;
+    let driver = &browser.driver;
+    driver.goto(server.url("/results")).await?;
+    let empty = browser
+        .wait_for_text("[data-testid=results-empty]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(
+        empty.contains("left out unless you include them"),
+        "{empty}"
+    );
+    browser.screenshot("results-page-desktop-empty").await?;
+    driver
+        .find(By::Css("[data-testid=include-demo]"))
+        .await?
+        .click()
+        .await?;
+    driver
+        .find(By::Css("[data-testid=show-results]"))
+        .await?
+        .click()
+        .await?;
+    let rows = browser
+        .wait_for_count("[data-testid=results-row]", 1, WAIT)
+        .await?;
+    let text = rows[0].text().await?;
+    assert!(
+        text.contains("too few") || text.contains("at least"),
+        "one demo run is below the minimum: {text}"
+    );
+    browser.quit().await
+}

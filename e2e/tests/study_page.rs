@@ -1,0 +1,395 @@
+//! A beta user's path, in headless Chromium against real servers: open a share link,
+//! consent, run the quick protocol against the demo target, watch the charts fill, upload.
+//! Also: a collector that is away during the upload gets the run later, exactly once; a
+//! broken link says so; the operator's page makes a link. Screenshots of each state land
+//! in `target/e2e-screenshots/`.
+
+use std::time::Duration;
+
+use firsttoken_core::plan::{PhasePlan, Plan};
+use firsttoken_core::share::Study;
+use firsttoken_e2e::TestServer;
+use firsttoken_e2e::browser::{Browser, DESKTOP, PHONE, Viewport};
+use firsttoken_server::db::Table;
+use thirtyfour::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(30);
+/// A fast demo, so the quick protocol's requests take a fraction of a second each.
+const FAST: &str = "first_token_ms=80&itl_ms=4&tokens=12";
+
+fn study(plan: Plan, collector: Option<String>) -> Study {
+    Study {
+        title: "Chat latency, end-to-end test".into(),
+        plan,
+        collector,
+        carries_token: false,
+    }
+}
+
+/// The one run `server` stored.
+async fn stored_record(server: &TestServer) -> anyhow::Result<serde_json::Value> {
+    let ids = server.db.run_ids().await?;
+    anyhow::ensure!(ids.len() == 1, "{} runs stored, not 1", ids.len());
+    let record = server.db.run_record(&ids[0]).await?.expect("stored");
+    Ok(serde_json::from_str(&record)?)
+}
+
+/// The `data-testid` of the element that has the keyboard focus.
+async fn focused(driver: &WebDriver) -> anyhow::Result<String> {
+    let id = driver
+        .execute(
+            "return document.activeElement && document.activeElement.getAttribute('data-testid')",
+            Vec::new(),
+        )
+        .await?;
+    Ok(id.json().as_str().unwrap_or_default().to_owned())
+}
+
+async fn press(driver: &WebDriver, key: Key) -> anyhow::Result<()> {
+    driver.action_chain().send_keys(key).perform().await?;
+    Ok(())
+}
+
+/// Picks Wi-Fi, agrees and starts with the keyboard alone, as someone who cannot use a
+/// pointer would: Tab to the network choice (one stop for the group), arrows within it,
+/// Tab to the consent box, Space, Tab to Start, Enter.
+async fn start_by_keyboard(driver: &WebDriver) -> anyhow::Result<()> {
+    for _ in 0..20 {
+        if focused(driver).await?.starts_with("network-") {
+            break;
+        }
+        press(driver, Key::Tab).await?;
+    }
+    assert_eq!(
+        focused(driver).await?,
+        "network-unknown",
+        "Tab reaches the network choice, on the browser's guess (none here)"
+    );
+    // Cellular, Fiber, Cable / DSL, Wi-Fi, Satellite, Other, Not sure: three to the left.
+    for _ in 0..3 {
+        press(driver, Key::Left).await?;
+    }
+    assert_eq!(focused(driver).await?, "network-wifi");
+    press(driver, Key::Tab).await?;
+    assert_eq!(focused(driver).await?, "consent");
+    press(driver, Key::Space).await?;
+    press(driver, Key::Tab).await?;
+    assert_eq!(focused(driver).await?, "start-button");
+    press(driver, Key::Enter).await?;
+    Ok(())
+}
+
+async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let plan = Plan::quick(server.demo_target(FAST));
+    let total = plan.total_requests() as usize;
+    let probes: usize = plan
+        .phases
+        .iter()
+        .map(|p| match p {
+            PhasePlan::Probe { requests } => *requests as usize,
+            _ => 0,
+        })
+        .sum();
+    let browser = Browser::start(viewport).await?;
+    let driver = &browser.driver;
+    let shot = |state: &str| format!("study-{}-{state}", viewport.name);
+
+    driver.goto(server.link(&study(plan, None))).await?;
+    let title = browser
+        .wait_for_text("[data-testid=study-title]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert_eq!(title, "Chat latency, end-to-end test");
+    browser.screenshot(&shot("1-landing")).await?;
+    browser.screenshot_dark(&shot("1-landing")).await?;
+
+    if viewport.mobile {
+        // A thumb: tap the network, the consent and Start.
+        for control in ["network-wifi", "consent", "start-button"] {
+            driver
+                .find(By::Css(format!("[data-testid={control}]")))
+                .await?
+                .click()
+                .await?;
+        }
+    } else {
+        start_by_keyboard(driver).await?;
+    }
+
+    // The charts fill while it runs.
+    browser
+        .wait_for_count("[data-testid=timeline-chart] line.dot", 8, WAIT)
+        .await?;
+    let status = driver
+        .find(By::Css("[data-testid=run-status]"))
+        .await?
+        .text()
+        .await?;
+    assert!(status.starts_with("Part "), "{status}");
+    browser.screenshot(&shot("2-running")).await?;
+
+    browser
+        .wait_for_text("[data-testid=run-status]", Duration::from_secs(90), |t| {
+            t.starts_with("Finished")
+        })
+        .await?;
+    let dots = driver
+        .find_all(By::Css("[data-testid=timeline-chart] line.dot"))
+        .await?;
+    assert_eq!(
+        dots.len(),
+        total - probes,
+        "one dot per request but the network probes, which have no first token"
+    );
+    assert!(
+        !driver
+            .find_all(By::Css("[data-testid=phase-distributions] path.cdf-line"))
+            .await?
+            .is_empty()
+    );
+    assert_eq!(
+        driver
+            .find_all(By::Css("[data-testid=concurrency-chart] line.median"))
+            .await?
+            .len(),
+        2
+    );
+    assert!(
+        !driver
+            .find_all(By::Css("[data-testid=concurrency-chart] path.serial"))
+            .await?
+            .is_empty()
+    );
+    assert!(
+        driver
+            .find_all(By::Css("[data-testid=waterfall] .wf-row"))
+            .await?
+            .len()
+            >= 4
+    );
+    let reading = driver
+        .find(By::Css("[data-testid=concurrency-reading]"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        reading.contains("side by side"),
+        "the demo serves requests in parallel: {reading}"
+    );
+    driver.find(By::Css("[data-testid=cold-reading]")).await?;
+
+    // Consent was given: the run is sent, and the page links to it.
+    browser
+        .wait_for_count("[data-testid=stored-run-link]", 1, WAIT)
+        .await?;
+    browser.screenshot(&shot("3-results")).await?;
+    browser.screenshot_dark(&shot("3-results")).await?;
+    let record = stored_record(&server).await?;
+    assert_eq!(record["samples"].as_array().map(Vec::len), Some(total));
+    assert_eq!(record["client"]["network"], "wifi");
+    assert_eq!(record["engine"]["in_worker"], true);
+    assert_eq!(record["targets"][0]["demo"], true);
+    browser.quit().await
+}
+
+#[tokio::test]
+async fn a_beta_user_runs_the_quick_protocol_on_a_desktop() -> anyhow::Result<()> {
+    quick_protocol(DESKTOP).await
+}
+
+#[tokio::test]
+async fn a_beta_user_runs_the_quick_protocol_on_a_phone() -> anyhow::Result<()> {
+    quick_protocol(PHONE).await
+}
+
+/// The investigation's server: one worker, and a blocking step before the model call, so
+/// simultaneous requests wait for each other. The page must say so in words.
+#[tokio::test]
+async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let target = server.demo_target(
+        "first_token_ms=30&itl_ms=4&tokens=6&pre_model_ms=150&slots=1&pool=serial-e2e",
+    );
+    let plan = Plan {
+        phases: vec![PhasePlan::Concurrency {
+            levels: vec![1, 3],
+            requests_per_level: 6,
+        }],
+        ..Plan::steady(target, 1)
+    };
+    let browser = Browser::start(DESKTOP).await?;
+    let driver = &browser.driver;
+    driver.goto(server.link(&study(plan, None))).await?;
+    browser
+        .wait_for_count("[data-testid=start-button]", 1, WAIT)
+        .await?[0]
+        .click()
+        .await?;
+    let reading = browser
+        .wait_for_text(
+            "[data-testid=concurrency-reading]",
+            Duration::from_secs(60),
+            |t| !t.is_empty(),
+        )
+        .await?;
+    assert!(
+        reading.starts_with("Your server appears to handle requests one at a time"),
+        "{reading}"
+    );
+    let levels = driver
+        .find(By::Css("[data-testid=concurrency-levels]"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        levels.contains("1 at once: first token at") && levels.contains("3 at once"),
+        "{levels}"
+    );
+    browser.screenshot("study-desktop-serial-server").await?;
+    browser.quit().await
+}
+
+#[tokio::test]
+async fn a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::Result<()> {
+    let app = TestServer::start().await?;
+    let mut collector = TestServer::collector().await?;
+    let plan = Plan::steady(app.demo_target(FAST), 5);
+    let link = app.link(&study(plan, Some(collector.url("/api/v1/runs"))));
+    collector.stop().await;
+
+    let browser = Browser::start(DESKTOP).await?;
+    let driver = &browser.driver;
+    driver.goto(&link).await?;
+    driver
+        .query(By::Css("[data-testid=consent]"))
+        .first()
+        .await?
+        .click()
+        .await?;
+    driver
+        .find(By::Css("[data-testid=start-button]"))
+        .await?
+        .click()
+        .await?;
+    let pending = browser
+        .wait_for_text("[data-testid=upload-pending]", WAIT, |t| {
+            t.contains("waiting to be sent")
+        })
+        .await?;
+    assert!(pending.contains("could not be reached"), "{pending}");
+    browser.screenshot("study-desktop-4-collector-away").await?;
+
+    // A new visit (the user reloads, or comes back tomorrow) finds the run kept.
+    driver.refresh().await?;
+    browser
+        .wait_for_count("[data-testid=upload-entry][data-state=pending]", 1, WAIT)
+        .await?;
+    browser.screenshot("study-desktop-5-kept-for-later").await?;
+
+    collector.resume().await?;
+    browser
+        .wait_for_count(
+            "[data-testid=upload-entry][data-state=sent]",
+            1,
+            Duration::from_secs(90),
+        )
+        .await?;
+    browser.screenshot("study-desktop-6-delivered").await?;
+    assert_eq!(collector.db.count(Table::Runs).await?, 1);
+    // Whatever else was offered on the way (a retry, the page going away), one copy.
+    driver.refresh().await?;
+    browser
+        .wait_for_count("[data-testid=upload-entry][data-state=sent]", 1, WAIT)
+        .await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(collector.db.count(Table::Runs).await?, 1);
+    assert_eq!(collector.db.count(Table::Samples).await?, 5);
+    browser.quit().await
+}
+
+#[tokio::test]
+async fn a_broken_link_says_what_is_wrong() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let browser = Browser::start(PHONE).await?;
+    let driver = &browser.driver;
+    let good = server.link(&study(Plan::steady(server.demo_target(FAST), 3), None));
+    // Cut off in the middle, as some apps do to long links.
+    driver.goto(&good[..good.len() - 30]).await?;
+    let reason = browser
+        .wait_for_text("[data-testid=broken-link-reason]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(
+        reason.starts_with("The link is damaged") && reason.contains("cut off"),
+        "{reason}"
+    );
+    browser.screenshot("study-phone-broken-link").await?;
+    driver.goto(server.url("/run#v7.abc")).await?;
+    driver.refresh().await?;
+    let reason = browser
+        .wait_for_text("[data-testid=broken-link-reason]", WAIT, |t| {
+            t.contains("v7")
+        })
+        .await?;
+    assert!(reason.contains("ask for a new link"), "{reason}");
+    assert!(
+        driver
+            .find_all(By::Css("[data-testid=start-button]"))
+            .await?
+            .is_empty()
+    );
+    browser.quit().await
+}
+
+#[tokio::test]
+async fn the_operator_makes_a_link_and_a_token_needs_confirming() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let browser = Browser::start(DESKTOP).await?;
+    let driver = &browser.driver;
+    driver.goto(server.url("/")).await?;
+    let token = driver.query(By::Css("[data-testid=token]")).first().await?;
+    token.send_keys("bench-only-123").await?;
+    driver
+        .find(By::Css("[data-testid=make-link]"))
+        .await?
+        .click()
+        .await?;
+    let error = browser
+        .wait_for_text("[data-testid=compose-error]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(error.contains("benchmark-only token"), "{error}");
+    driver
+        .find(By::Css("[data-testid=token-confirmed]"))
+        .await?
+        .click()
+        .await?;
+    driver
+        .find(By::Css("[data-testid=make-link]"))
+        .await?
+        .click()
+        .await?;
+    let link = driver
+        .query(By::Css("[data-testid=share-link]"))
+        .first()
+        .await?
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    assert!(link.starts_with(&server.url("/run#v1.")), "{link}");
+    browser.screenshot("compose-desktop-link").await?;
+
+    let fragment = link.split_once('#').map(|(_, f)| f).unwrap_or_default();
+    let study = Study::from_fragment(fragment).expect("the page makes valid links");
+    assert!(study.carries_token);
+    assert_eq!(
+        study.plan.targets[0].headers["Authorization"],
+        "Bearer bench-only-123"
+    );
+
+    driver.goto(&link).await?;
+    let notice = browser
+        .wait_for_text("[data-testid=token-notice]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(notice.contains("benchmark only"), "{notice}");
+    browser.screenshot("study-desktop-token-notice").await?;
+    browser.quit().await
+}

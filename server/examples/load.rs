@@ -1,0 +1,300 @@
+//! Loads the collector on loopback and prints figures (never assertions): uploads per
+//! second and upload latency for 100-sample runs from concurrent clients, on SQLite and on
+//! PostgreSQL, then the summary's latency over 1,000,000 stored samples.
+//!
+//! Run with `cargo xtask bench` (release build). PostgreSQL is
+//! `postgres://postgres@127.0.0.1:5432/test` unless FIRSTTOKEN_TEST_POSTGRES says otherwise;
+//! the benchmark works in a schema of its own and drops it.
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::schema::NetworkLabel;
+use firsttoken_core::stats::{SplitMix64, percentile};
+use firsttoken_core::{Phase, Run, Sample};
+use firsttoken_server::{AppState, Config, Db, listener, service};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+
+const CLIENTS: usize = 16;
+const SAMPLES_PER_RUN: u32 = 100;
+const STORED_SAMPLES: u64 = 1_000_000;
+
+/// How long each backend is loaded (FIRSTTOKEN_LOAD_SECONDS overrides, for a quick look).
+fn upload_seconds() -> u64 {
+    std::env::var("FIRSTTOKEN_LOAD_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let template = template()?;
+    let sqlite_dir = tempfile::tempdir()?;
+    let sqlite_url = format!("sqlite://{}", sqlite_dir.path().join("load.db").display());
+    let mut backends: Vec<(&str, Db, Option<String>)> =
+        vec![("SQLite", Db::connect(&sqlite_url).await?, None)];
+    let pg_url = std::env::var("FIRSTTOKEN_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    match postgres(&pg_url).await {
+        Ok((db, schema)) => backends.push(("PostgreSQL", db, Some(schema))),
+        Err(e) => println!("PostgreSQL left out: {e:#}"),
+    }
+
+    let seconds = upload_seconds();
+    println!(
+        "\nUploads: {CLIENTS} clients, each sending 100-sample runs back to back for {seconds} s \
+         (loopback, client and server on the same 2 cores)\n"
+    );
+    println!(
+        "{:<12} {:>8} {:>10} {:>8} {:>8} {:>8}  other answers",
+        "database", "stored", "per second", "p50 ms", "p99 ms", "max ms"
+    );
+    for (name, db, _) in &backends {
+        let (latencies, other) = uploads(db, &template, seconds).await?;
+        println!(
+            "{name:<12} {:>8} {:>10.0} {:>8.1} {:>8.1} {:>8.1}  {}",
+            latencies.len(),
+            latencies.len() as f64 / seconds as f64,
+            percentile(&latencies, 50.0).unwrap_or(f64::NAN),
+            percentile(&latencies, 99.0).unwrap_or(f64::NAN),
+            latencies.iter().copied().fold(f64::NAN, f64::max),
+            if other.is_empty() {
+                "none".to_owned()
+            } else {
+                format!("{other:?}")
+            },
+        );
+    }
+
+    println!("\nSummaries over {STORED_SAMPLES} stored samples (median of 5 requests each)\n");
+    println!(
+        "{:<12} {:<44} {:>7} {:>8}",
+        "database", "summary", "groups", "ms"
+    );
+    for (name, db, _) in &backends {
+        fill(db, &template).await?;
+        println!(
+            "  ({name} stores {:.0} bytes per sample, run records and indexes included)",
+            bytes_per_sample(db).await?
+        );
+        let address = serve(db).await?;
+        for query in [
+            "phase=any",
+            "group_by=network",
+            "group_by=network,browser,target_version",
+            "group_by=network&network=cellular&phase=steady",
+        ] {
+            let mut times = Vec::new();
+            let mut groups = 0;
+            for _ in 0..5 {
+                let start = Instant::now();
+                let summary: serde_json::Value =
+                    reqwest::get(format!("http://{address}/api/v1/summary?{query}"))
+                        .await?
+                        .json()
+                        .await?;
+                times.push(start.elapsed().as_secs_f64() * 1000.0);
+                groups = summary["groups"].as_array().map_or(0, Vec::len);
+            }
+            println!(
+                "{name:<12} {query:<44} {groups:>7} {:>8.0}",
+                percentile(&times, 50.0).unwrap_or(f64::NAN)
+            );
+        }
+    }
+
+    for (_, _, schema) in backends {
+        if let Some(schema) = schema {
+            let pool = PgPoolOptions::new()
+                .connect_with(PgConnectOptions::from_str(&pg_url)?)
+                .await?;
+            sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+                .execute(&pool)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh schema on PostgreSQL.
+async fn postgres(url: &str) -> anyhow::Result<(Db, String)> {
+    let base = PgConnectOptions::from_str(url)?;
+    let admin = PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(base.clone())
+        .await
+        .with_context(|| format!("cannot connect to {url}"))?;
+    let schema = format!("ft_bench_{}", std::process::id());
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .execute(&admin)
+        .await?;
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&admin)
+        .await?;
+    let db = Db::connect_postgres(base.options([("search_path", schema.as_str())])).await?;
+    Ok((db, schema))
+}
+
+async fn serve(db: &Db) -> anyhow::Result<std::net::SocketAddr> {
+    let config = Config {
+        uploads_per_minute: 1_000_000,
+        ..Config::defaults()
+    };
+    let state = AppState::new(db.clone(), config);
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = tcp.local_addr()?;
+    tokio::spawn(async move { axum::serve(listener(tcp), service(state)).await });
+    Ok(address)
+}
+
+/// The example run, turned into a 100-sample steady run.
+fn template() -> anyhow::Result<Run> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/schema/example-run.v1.json");
+    let mut run: Run = serde_json::from_slice(&std::fs::read(path)?)?;
+    run.targets[0].demo = false;
+    let sample = run.samples[0].clone();
+    run.samples = (0..SAMPLES_PER_RUN)
+        .map(|i| Sample {
+            index: i,
+            ..sample.clone()
+        })
+        .collect();
+    run.plan.phases = vec![PhasePlan::Steady {
+        requests: SAMPLES_PER_RUN,
+    }];
+    Ok(run)
+}
+
+/// Run `n`: a fresh id, a network, a browser and a version, and TTFTs drawn around a
+/// network-dependent median.
+fn varied(template: &Run, n: u64) -> Run {
+    let mut run = template.clone();
+    let mut rng = SplitMix64::new(n);
+    run.run_id = format!(
+        "{:08x}-0000-4000-8000-{:012x}",
+        n >> 48,
+        n & 0xffff_ffff_ffff
+    );
+    run.client.network = NetworkLabel::ALL[(n % 6) as usize];
+    run.client.browser =
+        Some(["Chrome", "Safari", "Firefox", "Edge"][(n / 6 % 4) as usize].to_owned());
+    run.targets[0].version = Some(format!("v{}", n % 3));
+    let base = 250.0 + 100.0 * (n % 6) as f64;
+    for s in &mut run.samples {
+        let ttft = base + (rng.next_u64() % 400) as f64;
+        s.phase = Phase::Steady;
+        s.ttft_any_ms = Some(ttft);
+        s.ttft_ms = Some(ttft);
+        s.last_token_ms = Some(ttft + 900.0);
+        s.e2e_ms = Some(ttft + 910.0);
+    }
+    run
+}
+
+/// `CLIENTS` clients upload runs back to back for `seconds`; returns each stored
+/// upload's latency in ms, and how many answers were anything else, by status.
+async fn uploads(
+    db: &Db,
+    template: &Run,
+    seconds: u64,
+) -> anyhow::Result<(Vec<f64>, BTreeMap<String, usize>)> {
+    let address = serve(db).await?;
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let client = reqwest::Client::new();
+    let workers: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let (client, template) = (client.clone(), template.clone());
+            tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                let mut other = BTreeMap::<String, usize>::new();
+                let mut n = (c as u64) << 32;
+                while Instant::now() < deadline {
+                    let body = serde_json::to_vec(&varied(&template, n)).expect("serializes");
+                    n += 1;
+                    let start = Instant::now();
+                    let response = client
+                        .post(format!("http://{address}/api/v1/runs"))
+                        .header("content-type", "application/json")
+                        .body(body)
+                        .send()
+                        .await;
+                    let elapsed = start.elapsed().as_secs_f64() * 1000.0;
+                    match response {
+                        Ok(r) if r.status() == 201 => latencies.push(elapsed),
+                        Ok(r) => *other.entry(r.status().to_string()).or_default() += 1,
+                        Err(e) => *other.entry(format!("error: {e}")).or_default() += 1,
+                    }
+                }
+                (latencies, other)
+            })
+        })
+        .collect();
+    let (mut all, mut other) = (Vec::new(), BTreeMap::new());
+    for worker in workers {
+        let (latencies, refused) = worker.await?;
+        all.extend(latencies);
+        for (status, n) in refused {
+            *other.entry(status).or_default() += n;
+        }
+    }
+    Ok((all, other))
+}
+
+/// Stores runs until the database holds `STORED_SAMPLES` samples, straight through the
+/// storage layer (the upload path was measured above).
+async fn fill(db: &Db, template: &Run) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let have = db.count(firsttoken_server::db::Table::Samples).await? as u64;
+    let runs = STORED_SAMPLES
+        .saturating_sub(have)
+        .div_ceil(u64::from(SAMPLES_PER_RUN));
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..4u64 {
+        let (db, template) = (db.clone(), template.clone());
+        tasks.spawn(async move {
+            let mut n = (1u64 << 40) + worker;
+            for _ in 0..runs.div_ceil(4) {
+                let run = varied(&template, n);
+                n += 4;
+                let record = serde_json::to_string(&run)?;
+                db.insert_run(&run, &record, 1_796_000_000_000).await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let total = db.count(firsttoken_server::db::Table::Samples).await?;
+    println!(
+        "  ({} now holds {total} samples; filling took {:.0} s)",
+        db.backend(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The database's size over its samples: what each request a beta user makes costs.
+async fn bytes_per_sample(db: &Db) -> anyhow::Result<f64> {
+    let samples = db.count(firsttoken_server::db::Table::Samples).await? as f64;
+    let bytes: i64 = match db {
+        Db::Sqlite(pool) => {
+            sqlx::query_scalar(
+                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
+            )
+            .fetch_one(pool)
+            .await?
+        }
+        Db::Postgres(pool) => sqlx::query_scalar(
+            "SELECT (pg_total_relation_size('samples') + pg_total_relation_size('runs'))::BIGINT",
+        )
+        .fetch_one(pool)
+        .await?,
+    };
+    Ok(bytes as f64 / samples)
+}

@@ -1,0 +1,156 @@
+//! What summaries, exports and purges select: filters on the columns a sample row carries,
+//! and the dimensions a summary groups by.
+
+pub use firsttoken_core::summary::Dimension;
+use sqlx::{Database, Encode, QueryBuilder, Type};
+
+/// How a dimension's values are stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    Bool,
+    Int,
+}
+
+/// Where a dimension lives in the samples table.
+pub trait Column {
+    /// The samples column (named as the dimension).
+    fn column(self) -> &'static str;
+    fn kind(self) -> Kind;
+}
+
+impl Column for Dimension {
+    fn column(self) -> &'static str {
+        self.name()
+    }
+
+    fn kind(self) -> Kind {
+        match self {
+            Dimension::Mobile => Kind::Bool,
+            Dimension::Concurrency => Kind::Int,
+            _ => Kind::Text,
+        }
+    }
+}
+
+/// A value a dimension is filtered to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Text(String),
+    Bool(bool),
+    Int(i64),
+}
+
+impl Value {
+    /// Reads `text` as a value of `dimension`, or says why it is not one.
+    pub fn parse(dimension: Dimension, text: &str) -> Result<Self, String> {
+        if text.is_empty() || text.len() > 128 || text.chars().any(char::is_control) {
+            return Err(format!("{} must be 1–128 characters", dimension.name()));
+        }
+        Ok(match dimension.kind() {
+            Kind::Text => Value::Text(text.to_owned()),
+            Kind::Bool => Value::Bool(match text {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(format!(
+                        "{} must be true or false, got {text:?}",
+                        dimension.name()
+                    ));
+                }
+            }),
+            Kind::Int => Value::Int(text.parse().map_err(|_| {
+                format!("{} must be a whole number, got {text:?}", dimension.name())
+            })?),
+        })
+    }
+}
+
+/// Which samples to take.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Filter {
+    /// Each dimension must equal its value.
+    pub equals: Vec<(Dimension, Value)>,
+    /// Received at or after (Unix ms).
+    pub from_ms: Option<i64>,
+    /// Received before (Unix ms).
+    pub to_ms: Option<i64>,
+    /// Samples from the demo target (left out unless asked for: simulated numbers must
+    /// never mix with real ones).
+    pub demo: DemoSamples,
+}
+
+/// What to do with samples from the built-in demo target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DemoSamples {
+    #[default]
+    Exclude,
+    Include,
+    Only,
+}
+
+impl Filter {
+    /// Whether the filter narrows anything beyond leaving demo samples out.
+    pub fn is_narrow(&self) -> bool {
+        !self.equals.is_empty()
+            || self.from_ms.is_some()
+            || self.to_ms.is_some()
+            || self.demo == DemoSamples::Only
+    }
+
+    /// Appends ` WHERE …` for this filter to `query`.
+    pub fn push_where<'a, DB: Database>(&self, query: &mut QueryBuilder<'a, DB>)
+    where
+        String: 'a + Encode<'a, DB> + Type<DB>,
+        i64: 'a + Encode<'a, DB> + Type<DB>,
+        bool: 'a + Encode<'a, DB> + Type<DB>,
+    {
+        let mut clause = Clause::new(query);
+        match self.demo {
+            DemoSamples::Exclude => {
+                clause.next().push("target_demo = ").push_bind(false);
+            }
+            DemoSamples::Only => {
+                clause.next().push("target_demo = ").push_bind(true);
+            }
+            DemoSamples::Include => {}
+        }
+        for (dimension, value) in &self.equals {
+            let q = clause.next();
+            q.push(dimension.column()).push(" = ");
+            match value {
+                Value::Text(text) => q.push_bind(text.clone()),
+                Value::Bool(flag) => q.push_bind(*flag),
+                Value::Int(number) => q.push_bind(*number),
+            };
+        }
+        if let Some(from) = self.from_ms {
+            clause.next().push("received_at_ms >= ").push_bind(from);
+        }
+        if let Some(to) = self.to_ms {
+            clause.next().push("received_at_ms < ").push_bind(to);
+        }
+    }
+}
+
+/// Writes ` WHERE ` before the first condition and ` AND ` before the others.
+struct Clause<'q, 'a, DB: Database> {
+    query: &'q mut QueryBuilder<'a, DB>,
+    started: bool,
+}
+
+impl<'q, 'a, DB: Database> Clause<'q, 'a, DB> {
+    fn new(query: &'q mut QueryBuilder<'a, DB>) -> Self {
+        Self {
+            query,
+            started: false,
+        }
+    }
+
+    fn next(&mut self) -> &mut QueryBuilder<'a, DB> {
+        self.query
+            .push(if self.started { " AND " } else { " WHERE " });
+        self.started = true;
+        self.query
+    }
+}

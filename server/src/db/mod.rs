@@ -1,0 +1,543 @@
+//! Storage of runs through sqlx with migrations: SQLite by default (one file, nothing to
+//! install), PostgreSQL for deployments where several collector instances share one
+//! database.
+//!
+//! Every query is built with [`QueryBuilder`], which writes each backend's placeholders,
+//! so the same code serves both: [`with_pool!`] expands it once per backend.
+
+mod filter;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use anyhow::Context;
+use firsttoken_core::{Run, Sample};
+use futures_util::TryStreamExt;
+use sha2::{Digest, Sha256};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use sqlx::{QueryBuilder, Row};
+
+pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
+pub use firsttoken_core::summary::Row as SummaryRow;
+
+/// Runs `$body` with `$pool` bound to whichever pool `$db` holds. The body is compiled
+/// once per backend, so it may use each backend's own types.
+macro_rules! with_pool {
+    ($db:expr, |$pool:ident| $body:expr) => {
+        match $db {
+            Db::Sqlite($pool) => $body,
+            Db::Postgres($pool) => $body,
+        }
+    };
+}
+
+/// What storing a run did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// The run is new and now stored; the token deletes it.
+    Created { delete_token: String },
+    /// The same run was stored before; nothing was written.
+    AlreadyStored,
+    /// A different record was stored under this id before; nothing was written.
+    IdTaken,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    Deleted,
+    NotFound,
+    WrongToken,
+}
+
+/// The database behind the collector.
+#[derive(Debug, Clone)]
+pub enum Db {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Bound parameters per sample row, and how many rows one INSERT may carry (SQLite allows
+/// 32766 parameters per statement, PostgreSQL 65535).
+const SAMPLE_COLUMNS: usize = 32;
+const SAMPLES_PER_INSERT: usize = 32_766 / SAMPLE_COLUMNS;
+
+impl Db {
+    /// Opens the database at `url` (`sqlite://path/file.db`, created when missing, or
+    /// `postgres://user@host/db`) and brings its schema up to date.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(url)
+                .with_context(|| format!("{} is not a PostgreSQL URL", redact(url)))?;
+            Self::connect_postgres(options).await
+        } else if url.starts_with("sqlite:") {
+            Self::connect_sqlite(url).await
+        } else {
+            anyhow::bail!(
+                "the database URL must start with sqlite:// or postgres://, got {}",
+                redact(url)
+            )
+        }
+    }
+
+    /// A PostgreSQL database from connect options (tests use this to set a schema).
+    pub async fn connect_postgres(options: PgConnectOptions) -> anyhow::Result<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .context("cannot connect to PostgreSQL")?;
+        sqlx::migrate!("./migrations/postgres")
+            .run(&pool)
+            .await
+            .context("cannot bring the PostgreSQL schema up to date")?;
+        Ok(Self::Postgres(pool))
+    }
+
+    async fn connect_sqlite(url: &str) -> anyhow::Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)
+            .with_context(|| format!("{url:?} is not a SQLite URL (sqlite://path/to/file.db)"))?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Duration::from_secs(10))
+            .foreign_keys(true);
+        if let Some(dir) = options.get_filename().parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the database folder {}", dir.display()))?;
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await
+            .with_context(|| format!("cannot open the database {url}"))?;
+        sqlx::migrate!("./migrations/sqlite")
+            .run(&pool)
+            .await
+            .context("cannot bring the SQLite schema up to date")?;
+        Ok(Self::Sqlite(pool))
+    }
+
+    /// `sqlite` or `postgres`.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Db::Sqlite(_) => "sqlite",
+            Db::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Whether the database answers.
+    pub async fn healthy(&self) -> bool {
+        with_pool!(self, |pool| sqlx::query("SELECT 1")
+            .execute(pool)
+            .await
+            .is_ok())
+    }
+
+    /// Stores a validated run, once. `record` is its JSON serialization.
+    pub async fn insert_run(
+        &self,
+        run: &Run,
+        record: &str,
+        received_at_ms: i64,
+    ) -> anyhow::Result<Stored> {
+        let sha = sha256_hex(record.as_bytes());
+        let delete_token = random_token()?;
+        let token_sha = sha256_hex(delete_token.as_bytes());
+        let main = run.main_target();
+        let inserted = with_pool!(self, |pool| {
+            let mut tx = pool.begin().await?;
+            let mut insert = QueryBuilder::new(
+                "INSERT INTO runs (run_id, received_at_ms, started_at_ms, schema_version, app_version, \
+                 target_label, target_origin, target_version, dialect, demo, network, effective_type, \
+                 browser, browser_major, os, mobile, sample_count, record_sha256, record, delete_token_sha256) ",
+            );
+            insert.push_values([()], |mut row, ()| {
+                row.push_bind(run.run_id.clone())
+                    .push_bind(received_at_ms)
+                    .push_bind(i64::try_from(run.started_at_ms).unwrap_or(i64::MAX))
+                    .push_bind(i64::from(run.schema_version))
+                    .push_bind(run.app_version.clone())
+                    .push_bind(main.label.clone())
+                    .push_bind(main.origin.clone())
+                    .push_bind(main.version.clone())
+                    .push_bind(main.dialect.name().to_owned())
+                    .push_bind(main.demo)
+                    .push_bind(run.client.network.name().to_owned())
+                    .push_bind(run.client.effective_type.clone())
+                    .push_bind(run.client.browser.clone())
+                    .push_bind(run.client.browser_major.map(i64::from))
+                    .push_bind(run.client.os.clone())
+                    .push_bind(run.client.mobile)
+                    .push_bind(run.samples.len() as i64)
+                    .push_bind(sha.clone())
+                    .push_bind(record.to_owned())
+                    .push_bind(token_sha.clone());
+            });
+            insert.push(" ON CONFLICT (run_id) DO NOTHING");
+            let inserted = insert
+                .build()
+                .execute(&mut *tx)
+                .await
+                .context("inserting the run")?;
+            if inserted.rows_affected() == 0 {
+                let mut select =
+                    QueryBuilder::new("SELECT record_sha256 FROM runs WHERE run_id = ");
+                select.push_bind(run.run_id.clone());
+                let stored: String = select.build_query_scalar().fetch_one(&mut *tx).await?;
+                return Ok(if stored == sha {
+                    Stored::AlreadyStored
+                } else {
+                    Stored::IdTaken
+                });
+            }
+            for batch in run.samples.chunks(SAMPLES_PER_INSERT) {
+                let mut insert = QueryBuilder::new(
+                    "INSERT INTO samples (run_id, idx, received_at_ms, phase, concurrency, batch, idle_ms, \
+                     scenario, target, target_label, target_version, target_demo, network, effective_type, \
+                     browser, os, mobile, start_ms, status, error, headers_ms, ttfb_ms, ttft_ms, ttft_any_ms, \
+                     last_token_ms, e2e_ms, output_chunks, input_tokens, output_tokens, conn_reused, \
+                     protocol, hidden) ",
+                );
+                insert.push_values(batch, |mut row, s: &Sample| {
+                    let target = run.targets.get(s.target as usize).unwrap_or(main);
+                    let usage = s.usage.unwrap_or_default();
+                    row.push_bind(run.run_id.clone())
+                        .push_bind(i64::from(s.index))
+                        .push_bind(received_at_ms)
+                        .push_bind(s.phase.name().to_owned())
+                        .push_bind(i64::from(s.concurrency))
+                        .push_bind(s.batch.map(i64::from))
+                        .push_bind(s.idle_ms.map(i64::from))
+                        .push_bind(s.scenario.clone())
+                        .push_bind(i64::from(s.target))
+                        .push_bind(target.label.clone())
+                        .push_bind(target.version.clone())
+                        .push_bind(target.demo)
+                        .push_bind(run.client.network.name().to_owned())
+                        .push_bind(run.client.effective_type.clone())
+                        .push_bind(run.client.browser.clone())
+                        .push_bind(run.client.os.clone())
+                        .push_bind(run.client.mobile)
+                        .push_bind(s.start_ms)
+                        .push_bind(i64::from(s.status))
+                        .push_bind(s.error.map(|e| e.name().to_owned()))
+                        .push_bind(s.headers_ms)
+                        .push_bind(s.ttfb_ms)
+                        .push_bind(s.ttft_ms)
+                        .push_bind(s.ttft_any_ms)
+                        .push_bind(s.last_token_ms)
+                        .push_bind(s.e2e_ms)
+                        .push_bind(i64::from(s.output_chunks))
+                        .push_bind(usage.input_tokens.map(|t| t as i64))
+                        .push_bind(usage.output_tokens.map(|t| t as i64))
+                        .push_bind(s.conn.as_ref().map(|c| c.reused))
+                        .push_bind(s.conn.as_ref().and_then(|c| c.protocol.clone()))
+                        .push_bind(s.hidden);
+                });
+                insert
+                    .build()
+                    .execute(&mut *tx)
+                    .await
+                    .context("inserting samples")?;
+            }
+            tx.commit().await?;
+            anyhow::Ok(Stored::Created { delete_token })
+        })?;
+        Ok(inserted)
+    }
+
+    /// The stored record of a run, as JSON.
+    pub async fn run_record(&self, run_id: &str) -> anyhow::Result<Option<String>> {
+        with_pool!(self, |pool| {
+            let mut select = QueryBuilder::new("SELECT record FROM runs WHERE run_id = ");
+            select.push_bind(run_id.to_owned());
+            Ok(select.build_query_scalar().fetch_optional(pool).await?)
+        })
+    }
+
+    /// Deletes a run (and its samples) when `token` is the one its upload was answered with.
+    pub async fn delete_run(&self, run_id: &str, token: &str) -> anyhow::Result<Deleted> {
+        let token_sha = sha256_hex(token.as_bytes());
+        with_pool!(self, |pool| {
+            let mut tx = pool.begin().await?;
+            let mut select =
+                QueryBuilder::new("SELECT delete_token_sha256 FROM runs WHERE run_id = ");
+            select.push_bind(run_id.to_owned());
+            let stored: Option<Option<String>> =
+                select.build_query_scalar().fetch_optional(&mut *tx).await?;
+            let outcome = match stored {
+                None => Deleted::NotFound,
+                Some(Some(sha)) if constant_time_eq(sha.as_bytes(), token_sha.as_bytes()) => {
+                    let mut delete = QueryBuilder::new("DELETE FROM runs WHERE run_id = ");
+                    delete.push_bind(run_id.to_owned());
+                    delete.build().execute(&mut *tx).await?;
+                    Deleted::Deleted
+                }
+                Some(_) => Deleted::WrongToken,
+            };
+            tx.commit().await?;
+            Ok(outcome)
+        })
+    }
+
+    /// Deletes every run with a sample matching `filter`; returns how many runs went.
+    pub async fn purge(&self, filter: &Filter) -> anyhow::Result<u64> {
+        with_pool!(self, |pool| {
+            let mut delete =
+                QueryBuilder::new("DELETE FROM runs WHERE run_id IN (SELECT run_id FROM samples");
+            filter.push_where(&mut delete);
+            delete.push(")");
+            Ok(delete.build().execute(pool).await?.rows_affected())
+        })
+    }
+
+    /// Streams the samples matching `filter` to `each`, with the values of `group_by`
+    /// as text (booleans as `true`/`false`, numbers in decimal, absent as "").
+    pub async fn summary_rows(
+        &self,
+        filter: &Filter,
+        group_by: &[Dimension],
+        mut each: impl FnMut(SummaryRow),
+    ) -> anyhow::Result<()> {
+        with_pool!(self, |pool| {
+            let mut select = QueryBuilder::new("SELECT run_id, error, ttft_ms, e2e_ms");
+            for dimension in group_by {
+                select.push(", ").push(dimension.column());
+            }
+            select.push(" FROM samples");
+            filter.push_where(&mut select);
+            let mut rows = select.build().fetch(pool);
+            while let Some(row) = rows.try_next().await? {
+                let group = group_by
+                    .iter()
+                    .enumerate()
+                    .map(|(i, dimension)| {
+                        let at = i + 4;
+                        Ok(match dimension.kind() {
+                            filter::Kind::Text => {
+                                row.try_get::<Option<String>, _>(at)?.unwrap_or_default()
+                            }
+                            filter::Kind::Bool => row
+                                .try_get::<Option<bool>, _>(at)?
+                                .map(|b| b.to_string())
+                                .unwrap_or_default(),
+                            filter::Kind::Int => row
+                                .try_get::<Option<i64>, _>(at)?
+                                .map(|n| n.to_string())
+                                .unwrap_or_default(),
+                        })
+                    })
+                    .collect::<Result<Vec<String>, sqlx::Error>>()?;
+                each(SummaryRow {
+                    group,
+                    run_id: row.try_get(0)?,
+                    error: row.try_get(1)?,
+                    ttft_ms: row.try_get(2)?,
+                    e2e_ms: row.try_get(3)?,
+                });
+            }
+            anyhow::Ok(())
+        })
+    }
+
+    /// Sends the samples matching `filter` to `rows`, oldest first, as the database
+    /// yields them; stops when the receiver is gone (the client hung up).
+    pub async fn export_rows(
+        &self,
+        filter: &Filter,
+        rows_out: tokio::sync::mpsc::Sender<ExportRow>,
+    ) -> anyhow::Result<()> {
+        with_pool!(self, |pool| {
+            let mut select = QueryBuilder::new(format!("SELECT {EXPORT_COLUMNS} FROM samples"));
+            filter.push_where(&mut select);
+            select.push(" ORDER BY received_at_ms, run_id, idx");
+            let mut rows = select.build().fetch(pool);
+            while let Some(row) = rows.try_next().await? {
+                let export = ExportRow {
+                    run_id: row.try_get("run_id")?,
+                    index: row.try_get("idx")?,
+                    received_at_ms: row.try_get("received_at_ms")?,
+                    phase: row.try_get("phase")?,
+                    concurrency: row.try_get("concurrency")?,
+                    scenario: row.try_get("scenario")?,
+                    target_label: row.try_get("target_label")?,
+                    target_version: row.try_get("target_version")?,
+                    target_demo: row.try_get("target_demo")?,
+                    network: row.try_get("network")?,
+                    effective_type: row.try_get("effective_type")?,
+                    browser: row.try_get("browser")?,
+                    os: row.try_get("os")?,
+                    mobile: row.try_get("mobile")?,
+                    status: row.try_get("status")?,
+                    error: row.try_get("error")?,
+                    headers_ms: row.try_get("headers_ms")?,
+                    ttfb_ms: row.try_get("ttfb_ms")?,
+                    ttft_ms: row.try_get("ttft_ms")?,
+                    ttft_any_ms: row.try_get("ttft_any_ms")?,
+                    last_token_ms: row.try_get("last_token_ms")?,
+                    e2e_ms: row.try_get("e2e_ms")?,
+                    output_chunks: row.try_get("output_chunks")?,
+                    output_tokens: row.try_get("output_tokens")?,
+                    conn_reused: row.try_get("conn_reused")?,
+                    protocol: row.try_get("protocol")?,
+                };
+                if rows_out.send(export).await.is_err() {
+                    break;
+                }
+            }
+            anyhow::Ok(())
+        })
+    }
+
+    /// The ids of every stored run, oldest first.
+    pub async fn run_ids(&self) -> anyhow::Result<Vec<String>> {
+        with_pool!(self, |pool| {
+            Ok(
+                sqlx::query_scalar("SELECT run_id FROM runs ORDER BY received_at_ms, run_id")
+                    .fetch_all(pool)
+                    .await?,
+            )
+        })
+    }
+
+    /// Counts rows in a table, for tests that check nothing was written.
+    pub async fn count(&self, table: Table) -> anyhow::Result<i64> {
+        with_pool!(self, |pool| {
+            let sql = format!("SELECT COUNT(*) FROM {}", table.name());
+            Ok(sqlx::query_scalar(&sql).fetch_one(pool).await?)
+        })
+    }
+
+    /// Every stored text value of every row, for tests that prove what is never stored.
+    pub async fn all_text(&self) -> anyhow::Result<String> {
+        let mut all = String::new();
+        for table in [Table::Runs, Table::Samples] {
+            with_pool!(self, |pool| {
+                let sql = format!("SELECT * FROM {}", table.name());
+                let rows = sqlx::query(&sql).fetch_all(pool).await?;
+                for row in rows {
+                    for i in 0..row.len() {
+                        if let Ok(Some(text)) = row.try_get::<Option<String>, _>(i) {
+                            all.push_str(&text);
+                            all.push('\n');
+                        }
+                    }
+                }
+                anyhow::Ok(())
+            })?;
+        }
+        Ok(all)
+    }
+}
+
+/// The collector's tables.
+#[derive(Debug, Clone, Copy)]
+pub enum Table {
+    Runs,
+    Samples,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Runs => "runs",
+            Table::Samples => "samples",
+        }
+    }
+}
+
+const EXPORT_COLUMNS: &str = "run_id, idx, received_at_ms, phase, concurrency, scenario, target_label, \
+    target_version, target_demo, network, effective_type, browser, os, mobile, status, error, headers_ms, \
+    ttfb_ms, ttft_ms, ttft_any_ms, last_token_ms, e2e_ms, output_chunks, output_tokens, conn_reused, protocol";
+
+/// One exported sample, with DESIGN.md's field names.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ExportRow {
+    pub run_id: String,
+    pub index: i64,
+    pub received_at_ms: i64,
+    pub phase: String,
+    pub concurrency: i64,
+    pub scenario: Option<String>,
+    pub target_label: String,
+    pub target_version: Option<String>,
+    pub target_demo: bool,
+    pub network: String,
+    pub effective_type: Option<String>,
+    pub browser: Option<String>,
+    pub os: Option<String>,
+    pub mobile: Option<bool>,
+    pub status: i64,
+    pub error: Option<String>,
+    pub headers_ms: Option<f64>,
+    pub ttfb_ms: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub ttft_any_ms: Option<f64>,
+    pub last_token_ms: Option<f64>,
+    pub e2e_ms: Option<f64>,
+    pub output_chunks: i64,
+    pub output_tokens: Option<i64>,
+    pub conn_reused: Option<bool>,
+    pub protocol: Option<String>,
+}
+
+/// 32 random bytes as hex: a delete token.
+fn random_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)
+        .map_err(|e| anyhow::anyhow!("no randomness for a delete token: {e}"))?;
+    Ok(hex(&bytes))
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Compares two secrets in time that does not depend on where they differ.
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A database URL without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let credentials = &url[scheme_end + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
+        assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redact("sqlite://data/x.db"), "sqlite://data/x.db");
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"ab"));
+    }
+}

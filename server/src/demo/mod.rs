@@ -1,0 +1,429 @@
+//! The demo target: an OpenAI-compatible streaming chat endpoint with latency knobs and
+//! faults, so the app works out of the box and tests have a real peer that misbehaves on
+//! purpose ([`knobs::Knobs`] lists them).
+//!
+//! A request goes through what a real app does: authentication, rate limiting, retrieval
+//! and a pre-model step (blocking its worker when `slots` is set), all before the response
+//! starts, so they show in the time to headers. `Server-Timing` reports how long each
+//! took. Then the model streams: a role-only chunk at once (not a token: it makes TTFB and
+//! TTFT differ, as they do in production), the first token `first_token_ms` later, the
+//! rest `itl_ms` apart on an absolute schedule, a `finish_reason` chunk, a usage chunk
+//! when the body asks for one (`stream_options.include_usage`), a chunk with the server's
+//! timing breakdown at `/server_timings`, and `data: [DONE]`.
+//!
+//! Every response carries `Timing-Allow-Origin` (set for the whole server), [`DEMO_HEADER`]
+//! (the engine marks such runs as simulated) and the client's port in
+//! `X-Firsttoken-Client-Port`, by which tests see whether a connection was new.
+
+mod knobs;
+mod workers;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use axum::Extension;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{ConnectInfo, Query};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use firsttoken_core::schema::DEMO_HEADER;
+use firsttoken_core::stats::SplitMix64;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep, sleep_until};
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::AppState;
+use crate::error::AppError;
+pub use knobs::{Fault, Knobs};
+use workers::Worker;
+
+/// The header that tells the client which port it connected from.
+pub const CLIENT_PORT_HEADER: &str = "x-firsttoken-client-port";
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/v1/chat/completions", post(chat_completions))
+}
+
+/// The words the demo answers with, cycled.
+const WORDS: [&str; 24] = [
+    "Your",
+    " first",
+    " token",
+    " arrived",
+    " after",
+    " the",
+    " server",
+    " finished",
+    " its",
+    " own",
+    " work:",
+    " authentication,",
+    " rate",
+    " limits,",
+    " retrieval",
+    " and",
+    " the",
+    " prompt.",
+    " Measure",
+    " the",
+    " path",
+    " users",
+    " really",
+    " take.",
+];
+
+static REQUESTS: AtomicU64 = AtomicU64::new(1);
+
+type Chunk = Result<Bytes, std::io::Error>;
+
+async fn chat_completions(
+    query: Result<Query<Knobs>, QueryRejection>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
+    body: Bytes,
+) -> Result<Response, AppError> {
+    let arrived = Instant::now();
+    let Query(knobs) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
+    let knobs = knobs.check()?;
+    let request: Value = serde_json::from_slice(&body)
+        .map_err(|e| AppError::MalformedJson(format!("the request body is not valid JSON: {e}")))?;
+    if !request.is_object() {
+        return Err(AppError::BadRequest(
+            "the request body must be a JSON object".into(),
+        ));
+    }
+    let number = REQUESTS.fetch_add(1, Ordering::Relaxed);
+    let mut jitter = Jitter::new(knobs.jitter_ms, number);
+
+    match knobs.fault {
+        Some(Fault::Http429) => {
+            return Ok((
+                StatusCode::TOO_MANY_REQUESTS,
+                [(header::RETRY_AFTER, "1")],
+                axum::Json(json!({"error": {"code": "rate_limited", "message": "too many requests (demo fault)"}})),
+            )
+                .into_response());
+        }
+        Some(Fault::Http500) => {
+            return Ok((
+                StatusCode::INTERNAL_SERVER_ERROR,
+                axum::Json(json!({"error": {"code": "internal", "message": "internal error (demo fault)"}})),
+            )
+                .into_response());
+        }
+        Some(Fault::CloseBeforeHeaders) => {
+            // Unwinding out of the handler ends the connection's task: hyper drops the
+            // socket without writing a byte. `resume_unwind` skips the panic hook, so this
+            // deliberate close logs nothing.
+            std::panic::resume_unwind(Box::new("demo fault: close before headers"));
+        }
+        _ => {}
+    }
+
+    // The app's own work before it calls the model.
+    let mut timings = Map::new();
+    for (name, ms) in [
+        ("auth_ms", knobs.auth_ms),
+        ("rate_limit_ms", knobs.rate_limit_ms),
+        ("retrieval_ms", knobs.retrieval_ms),
+    ] {
+        let start = Instant::now();
+        sleep(jitter.vary(ms)).await;
+        timings.insert(name.to_owned(), json!(millis(start.elapsed())));
+    }
+    let worker = (knobs.slots > 0)
+        .then(|| Worker::assign(&knobs.pool, knobs.slots))
+        .transpose()?;
+    let pre_model = jitter.vary(knobs.pre_model_ms);
+    let queued = match &worker {
+        Some(worker) => worker.block_for(pre_model).await,
+        None => {
+            sleep(pre_model).await;
+            Duration::ZERO
+        }
+    };
+    timings.insert("queue_ms".into(), json!(millis(queued)));
+    timings.insert("pre_model_ms".into(), json!(millis(pre_model)));
+    timings.insert(
+        "upstream_first_token_ms".into(),
+        json!(knobs.first_token_ms),
+    );
+    let model_called = Instant::now();
+
+    let server_timing = timings
+        .iter()
+        .map(|(name, ms)| {
+            format!(
+                "{};dur={ms}",
+                name.trim_end_matches("_ms").replace('_', "-")
+            )
+        })
+        .chain(["demo;desc=\"firsttoken demo target (simulated)\"".to_owned()])
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut headers = vec![
+        (
+            HeaderName::from_static("server-timing"),
+            HeaderValue::from_str(&server_timing).map_err(anyhow::Error::from)?,
+        ),
+        (
+            HeaderName::from_static(DEMO_HEADER),
+            HeaderValue::from_static("simulated"),
+        ),
+    ];
+    if let Some(Extension(ConnectInfo(peer))) = peer {
+        headers.push((
+            HeaderName::from_static(CLIENT_PORT_HEADER),
+            HeaderValue::from(peer.port()),
+        ));
+    }
+    if knobs.connection_close {
+        headers.push((header::CONNECTION, HeaderValue::from_static("close")));
+    }
+
+    let answer = Answer {
+        id: format!("chatcmpl-demo-{number}"),
+        model: request
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("firsttoken-demo")
+            .chars()
+            .take(64)
+            .collect(),
+        include_usage: request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    };
+    if !request
+        .get("stream")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+    {
+        // The whole answer at once, after the time the stream would have taken.
+        let events = knobs.tokens.div_ceil(knobs.tokens_per_event);
+        sleep_until(
+            model_called
+                + Duration::from_millis(
+                    knobs.first_token_ms + u64::from(events - 1) * knobs.itl_ms,
+                ),
+        )
+        .await;
+        let body = json!({
+            "id": answer.id, "object": "chat.completion", "created": unix_seconds(), "model": answer.model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": words(0, knobs.tokens)}}],
+            "usage": usage(knobs.tokens),
+        });
+        let mut response = axum::Json(body).into_response();
+        response.headers_mut().extend(headers);
+        return Ok(response);
+    }
+
+    let content_type = if knobs.fault == Some(Fault::WrongContentType) {
+        "text/plain; charset=utf-8"
+    } else {
+        "text/event-stream"
+    };
+    headers.extend([
+        (header::CONTENT_TYPE, HeaderValue::from_static(content_type)),
+        (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        // Tells nginx-style proxies in front of the demo not to buffer the stream.
+        (
+            HeaderName::from_static("x-accel-buffering"),
+            HeaderValue::from_static("no"),
+        ),
+    ]);
+    let (tx, rx) = mpsc::channel::<Chunk>(16);
+    tokio::spawn(stream_answer(
+        tx,
+        knobs,
+        answer,
+        jitter,
+        arrived,
+        model_called,
+        timings,
+    ));
+    let mut response = Body::from_stream(ReceiverStream::new(rx)).into_response();
+    response.headers_mut().extend(headers);
+    Ok(response)
+}
+
+/// What every chunk of one answer shares.
+struct Answer {
+    id: String,
+    model: String,
+    include_usage: bool,
+}
+
+impl Answer {
+    fn chunk(&self, delta: Value, finish: Value) -> Bytes {
+        event(&json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": unix_seconds(), "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }))
+    }
+
+    /// A chunk with no choices and extra top-level fields (usage, timings).
+    fn extra(&self, key: &str, value: Value) -> Bytes {
+        event(&json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": unix_seconds(), "model": self.model,
+            "choices": [], key: value,
+        }))
+    }
+}
+
+/// Sends the answer on its schedule. A failed send means the client has gone; then there
+/// is nobody left to write to, and the task ends.
+async fn stream_answer(
+    tx: mpsc::Sender<Chunk>,
+    knobs: Knobs,
+    answer: Answer,
+    mut jitter: Jitter,
+    arrived: Instant,
+    model_called: Instant,
+    mut timings: Map<String, Value>,
+) {
+    let send = async |bytes: Bytes| tx.send(Ok(bytes)).await.is_ok();
+    if !send(answer.chunk(json!({"role": "assistant", "content": ""}), Value::Null)).await {
+        return;
+    }
+    let fault_at = knobs.tokens_before_fault();
+    let first_due = model_called + Duration::from_millis(knobs.first_token_ms);
+    let mut previous = model_called;
+    let (mut sent, mut events) = (0u32, 0u64);
+    while sent < knobs.tokens {
+        // An absolute schedule (no drift), each event shifted by its own jitter, and never
+        // before the one it follows.
+        let due = jitter
+            .shift(first_due + Duration::from_millis(events * knobs.itl_ms))
+            .max(previous);
+        sleep_until(due).await;
+        previous = due;
+        events += 1;
+        let take = knobs.tokens_per_event.min(knobs.tokens - sent);
+        let faulty = knobs
+            .fault
+            .filter(|_| sent + take > fault_at && sent <= fault_at);
+        match faulty {
+            Some(Fault::CloseMidStream) => {
+                // An error in the body makes hyper drop the connection mid-response.
+                let _ = tx
+                    .send(Err(std::io::Error::other("demo fault: close mid-stream")))
+                    .await;
+                return;
+            }
+            Some(Fault::Stall) => {
+                // Nothing more, ever: hold the stream open until the client gives up.
+                tx.closed().await;
+                return;
+            }
+            Some(Fault::ErrorEvent) => {
+                let error =
+                    json!({"error": {"message": "upstream overloaded (demo fault)", "code": 502}});
+                let _ = send(event(&error)).await;
+                return;
+            }
+            _ => {}
+        }
+        if faulty == Some(Fault::MalformedJson)
+            && !send(Bytes::from_static(
+                b"data: {\"choices\": [{\"delta\": {\"content\": \"broken\n\n",
+            ))
+            .await
+        {
+            return;
+        }
+        if !send(answer.chunk(json!({"content": words(sent, take)}), Value::Null)).await {
+            return;
+        }
+        if sent == 0 {
+            timings.insert(
+                "first_token_written_ms".into(),
+                json!(millis(arrived.elapsed())),
+            );
+        }
+        sent += take;
+    }
+    let mut tail = vec![answer.chunk(json!({}), json!("stop"))];
+    if answer.include_usage {
+        tail.push(answer.extra("usage", usage(knobs.tokens)));
+    }
+    timings.insert("total_ms".into(), json!(millis(arrived.elapsed())));
+    tail.push(answer.extra("server_timings", Value::Object(timings)));
+    tail.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    for bytes in tail {
+        if !send(bytes).await {
+            return;
+        }
+    }
+}
+
+/// Random variation of delays, seeded per request so a run can be replayed.
+struct Jitter {
+    max_ms: u64,
+    rng: SplitMix64,
+}
+
+impl Jitter {
+    fn new(max_ms: u64, seed: u64) -> Self {
+        Self {
+            max_ms,
+            rng: SplitMix64::new(seed),
+        }
+    }
+
+    /// A whole number of milliseconds in −max…+max.
+    fn offset_ms(&mut self) -> i64 {
+        if self.max_ms == 0 {
+            return 0;
+        }
+        let span = 2 * self.max_ms as usize + 1;
+        self.rng.below(span) as i64 - self.max_ms as i64
+    }
+
+    /// `ms` ± up to the jitter, never below zero.
+    fn vary(&mut self, ms: u64) -> Duration {
+        Duration::from_millis(ms.saturating_add_signed(self.offset_ms()))
+    }
+
+    /// An instant moved by ± up to the jitter.
+    fn shift(&mut self, at: Instant) -> Instant {
+        let offset = self.offset_ms();
+        let by = Duration::from_millis(offset.unsigned_abs());
+        if offset >= 0 {
+            at + by
+        } else {
+            at.checked_sub(by).unwrap_or(at)
+        }
+    }
+}
+
+fn millis(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1_000_000.0).round() / 1000.0
+}
+
+fn event(value: &Value) -> Bytes {
+    Bytes::from(format!("data: {value}\n\n"))
+}
+
+/// `count` words of the answer, starting at word `from`.
+fn words(from: u32, count: u32) -> String {
+    (from..from + count)
+        .map(|i| WORDS[i as usize % WORDS.len()])
+        .collect()
+}
+
+fn usage(tokens: u32) -> Value {
+    json!({"prompt_tokens": 24, "completion_tokens": tokens, "total_tokens": 24 + tokens})
+}
+
+fn unix_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

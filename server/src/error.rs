@@ -1,0 +1,101 @@
+//! One error type for every handler: it logs the internal cause and tells the client only
+//! what it may know, as JSON that names the problem.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// What went wrong with a request.
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    /// The body is not JSON at all.
+    #[error("{0}")]
+    MalformedJson(String),
+    /// Other bad input: a query parameter, a path segment.
+    #[error("{0}")]
+    BadRequest(String),
+    /// JSON of the wrong shape, or a record that breaks a rule.
+    #[error("{message}")]
+    Invalid {
+        field: Option<String>,
+        message: String,
+    },
+    #[error("the body is larger than the limit of {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    /// No credentials, or the wrong ones.
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("too many requests from this address; try again in {retry_after} s")]
+    TooManyRequests { retry_after: u64 },
+    /// Anything the client cannot fix; the cause is logged, not sent.
+    #[error("internal error")]
+    Internal(#[from] anyhow::Error),
+}
+
+impl AppError {
+    /// The short name clients and metrics see (`invalid`, `too_large`, …).
+    pub fn code(&self) -> &'static str {
+        self.status_and_code().1
+    }
+
+    fn status_and_code(&self) -> (StatusCode, &'static str) {
+        match self {
+            AppError::MalformedJson(_) => (StatusCode::BAD_REQUEST, "malformed_json"),
+            AppError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            AppError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "invalid"),
+            AppError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            AppError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            AppError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            AppError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
+        }
+    }
+}
+
+/// The body of every error response: `{"error": {"code", "message", "field"}}`, the shape
+/// OpenAI-compatible clients already expect.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail {
+    pub code: &'static str,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status_and_code();
+        if let AppError::Internal(cause) = &self {
+            tracing::error!(error = format!("{cause:#}"), "request failed");
+        }
+        let field = match &self {
+            AppError::Invalid { field, .. } => field.clone(),
+            _ => None,
+        };
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code,
+                message: self.to_string(),
+                field,
+            },
+        };
+        let mut response = (status, Json(body)).into_response();
+        if let AppError::TooManyRequests { retry_after } = self {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, retry_after.into());
+        }
+        response
+    }
+}

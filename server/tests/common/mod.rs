@@ -1,0 +1,193 @@
+//! What the server's black-box tests share: servers on a real SQLite file and on a real
+//! PostgreSQL (each test in a schema of its own), and the example run from the core
+//! crate's schema folder.
+//!
+//! PostgreSQL is `postgres://postgres@127.0.0.1:5432/test` unless
+//! `FIRSTTOKEN_TEST_POSTGRES` names another. When it cannot be reached the PostgreSQL half
+//! of each test is skipped with a message, except under `CI=true`, where that fails.
+
+#![allow(dead_code)] // each test file uses part of this
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use firsttoken_server::{AppState, Config, Db, listener, service};
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use tempfile::TempDir;
+
+/// One database a test runs against, and what keeps it alive.
+pub struct TestDb {
+    pub db: Db,
+    pub name: &'static str,
+    /// The SQLite file's folder.
+    _dir: Option<TempDir>,
+    /// The PostgreSQL schema, dropped by [`TestDb::cleanup`].
+    schema: Option<(PgConnectOptions, String)>,
+}
+
+impl TestDb {
+    /// Drops the PostgreSQL schema (a SQLite folder goes with the value).
+    pub async fn cleanup(self) {
+        if let Some((options, schema)) = self.schema
+            && let Ok(pool) = PgPoolOptions::new()
+                .max_connections(1)
+                .connect_with(options)
+                .await
+        {
+            let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .execute(&pool)
+                .await;
+        }
+    }
+}
+
+fn postgres_url() -> String {
+    std::env::var("FIRSTTOKEN_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+static SCHEMAS: AtomicU64 = AtomicU64::new(0);
+
+/// A fresh SQLite file.
+pub async fn sqlite() -> TestDb {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}", dir.path().join("runs.db").display());
+    TestDb {
+        db: Db::connect(&url).await.expect("SQLite opens"),
+        name: "sqlite",
+        _dir: Some(dir),
+        schema: None,
+    }
+}
+
+/// Set once PostgreSQL failed to answer, so later tests skip it without waiting again.
+static POSTGRES_DOWN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// A fresh schema on the test PostgreSQL, or `None` (with a message) when there is none.
+pub async fn postgres() -> Option<TestDb> {
+    let url = postgres_url();
+    if let Some(why) = POSTGRES_DOWN.get() {
+        eprintln!("PostgreSQL tests skipped: {why}");
+        return None;
+    }
+    let base = PgConnectOptions::from_str(&url).expect("a PostgreSQL URL");
+    let admin = match PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(base.clone())
+        .await
+    {
+        Ok(pool) => pool,
+        Err(e) => {
+            if std::env::var("CI").is_ok_and(|v| v == "true") {
+                panic!("CI=true and PostgreSQL at {url} cannot be reached: {e}");
+            }
+            let why = format!("cannot connect to {url}: {e}");
+            eprintln!("PostgreSQL tests skipped: {why}");
+            let _ = POSTGRES_DOWN.set(why);
+            return None;
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    // Schemas a crashed test left behind more than an hour ago go first.
+    let old: Vec<String> =
+        sqlx::query_scalar("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'ft_test_%'")
+            .fetch_all(&admin)
+            .await
+            .unwrap_or_default();
+    for schema in old {
+        let stamp: u64 = schema
+            .split('_')
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        if stamp + 3600 < now {
+            let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .execute(&admin)
+                .await;
+        }
+    }
+    let schema = format!(
+        "ft_test_{now}_{}_{}",
+        std::process::id(),
+        SCHEMAS.fetch_add(1, Ordering::Relaxed)
+    );
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&admin)
+        .await
+        .expect("create a test schema");
+    let options = base.clone().options([("search_path", schema.as_str())]);
+    let db = Db::connect_postgres(options)
+        .await
+        .expect("PostgreSQL migrates");
+    Some(TestDb {
+        db,
+        name: "postgres",
+        _dir: None,
+        schema: Some((base, schema)),
+    })
+}
+
+/// SQLite, and PostgreSQL when it can be reached.
+pub async fn databases() -> Vec<TestDb> {
+    let mut all = vec![sqlite().await];
+    all.extend(postgres().await);
+    all
+}
+
+/// The configuration tests start from: a small body limit and a generous rate limit.
+pub fn config() -> Config {
+    Config {
+        max_body_bytes: 1024 * 1024,
+        uploads_per_minute: 10_000,
+        admin_token: Some(firsttoken_server::config::Secret(ADMIN_TOKEN.into())),
+        ..Config::defaults()
+    }
+}
+
+pub const ADMIN_TOKEN: &str = "admin-test-token";
+
+/// A server state over `db`.
+pub fn state(db: &Db) -> AppState {
+    AppState::new(db.clone(), config())
+}
+
+/// A state with its own configuration.
+pub fn state_with(db: &Db, config: Config) -> AppState {
+    AppState::new(db.clone(), config)
+}
+
+/// Serves `state` on a free loopback port.
+pub async fn serve(state: AppState) -> SocketAddr {
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = tcp.local_addr().expect("address");
+    tokio::spawn(async move {
+        axum::serve(listener(tcp), service(state))
+            .await
+            .expect("serve")
+    });
+    address
+}
+
+/// The example run, as JSON.
+pub fn example_run() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/schema/example-run.v1.json");
+    serde_json::from_slice(&std::fs::read(path).expect("example readable")).expect("JSON")
+}
+
+/// The example run under another id (a UUID made from `n`), with its samples' TTFTs set.
+pub fn run_with(n: u64, edit: impl FnOnce(&mut Value)) -> Value {
+    let mut run = example_run();
+    run["run_id"] = Value::String(format!("00000000-0000-4000-8000-{n:012x}"));
+    edit(&mut run);
+    run
+}

@@ -1,0 +1,311 @@
+//! The demo target over a real port: it streams as configured, and the core crate's
+//! recorder reads it as the browser engine would.
+
+mod common;
+
+use std::time::Instant;
+
+use firsttoken_core::{Dialect, StreamRecorder};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+/// The demo's URL on a fresh server, and the guard of its database.
+async fn demo_url(query: &str) -> (String, common::TestDb) {
+    let t = common::sqlite().await;
+    let address = common::serve(common::state(&t.db)).await;
+    (format!("http://{address}/v1/chat/completions{query}"), t)
+}
+
+fn chat_body(stream: bool) -> Value {
+    json!({
+        "model": "demo",
+        "stream": stream,
+        "stream_options": {"include_usage": true},
+        "messages": [{"role": "user", "content": "How fast?"}],
+    })
+}
+
+#[tokio::test]
+async fn streams_tokens_on_the_configured_schedule() {
+    let (url, _db) = demo_url("?first_token_ms=200&itl_ms=20&tokens=6").await;
+    let client = reqwest::Client::new();
+    let t0 = Instant::now();
+    let response = client
+        .post(&url)
+        .json(&chat_body(true))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "text/event-stream");
+    assert_eq!(headers["timing-allow-origin"], "*");
+    assert_eq!(headers["x-firsttoken-demo"], "simulated");
+    let server_timing = headers["server-timing"].to_str().expect("ascii");
+    assert!(
+        server_timing.contains("first-token;dur=200"),
+        "{server_timing}"
+    );
+
+    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
+    let mut body = response.bytes_stream();
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.expect("chunk");
+        recorder.on_chunk(t0.elapsed().as_secs_f64() * 1000.0, &chunk);
+    }
+    let m = recorder.finish();
+    let ttft = m.ttft_ms.expect("an answer arrived");
+    // Only lower bounds are certain: the server sleeps until each token is due, counted
+    // from when the request arrived, which is after t0. The role-only chunk is sent at
+    // once (200 ms before the first token) and is not a token.
+    assert!(m.ttfb_ms.expect("bytes arrived") < ttft, "{m:?}");
+    assert!(
+        ttft >= 200.0,
+        "first token came before the configured delay: {ttft}"
+    );
+    assert_eq!(m.content_chunks, 6);
+    let last = m.last_token_ms.expect("tokens");
+    assert!(
+        last >= 200.0 + 5.0 * 20.0,
+        "the last token came before it was due: {last}"
+    );
+    assert_eq!(m.usage.and_then(|u| u.output_tokens), Some(6));
+    assert!(m.done);
+    assert!(!m.unterminated);
+}
+
+#[tokio::test]
+async fn defaults_are_realistic_and_usage_is_only_sent_when_asked() {
+    let (url, _db) = demo_url("").await;
+    let mut body = chat_body(true);
+    body.as_object_mut()
+        .expect("object")
+        .remove("stream_options");
+    let response = reqwest::Client::new()
+        .post(&url)
+        .json(&body)
+        .send()
+        .await
+        .expect("response");
+    let text = response.text().await.expect("body");
+    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
+    recorder.on_chunk(0.0, text.as_bytes());
+    let m = recorder.finish();
+    assert_eq!(m.content_chunks, 40);
+    assert_eq!(m.usage, None);
+    assert!(m.done);
+}
+
+#[tokio::test]
+async fn a_non_streaming_request_gets_one_completion() {
+    let (url, _db) = demo_url("?first_token_ms=10&itl_ms=1&tokens=3").await;
+    let response = reqwest::Client::new()
+        .post(&url)
+        .json(&chat_body(false))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["choices"][0]["message"]["content"], "Your first token");
+    assert_eq!(body["usage"]["completion_tokens"], 3);
+}
+
+#[tokio::test]
+async fn bad_knobs_and_bodies_are_400_naming_the_problem() {
+    let client = reqwest::Client::new();
+    for (query, body, expect) in [
+        ("?first_token_ms=soon", "{}", "first_token_ms"),
+        ("?tokens=0", "{}", "tokens must be between 1 and 4096"),
+        (
+            "?first_token_ms=999999",
+            "{}",
+            "first_token_ms must be at most 120000",
+        ),
+        ("?speed=fast", "{}", "unknown field `speed`"),
+        ("", "{oops", "not valid JSON"),
+        ("", "[]", "must be a JSON object"),
+    ] {
+        let (url, _db) = demo_url(query).await;
+        let response = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(response.status(), 400, "{query} {body}");
+        let error: Value = response.json().await.expect("json error");
+        let message = error["error"]["message"].as_str().expect("message");
+        assert!(message.contains(expect), "{query} {body}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn cross_origin_callers_are_allowed() {
+    let (url, _db) = demo_url("").await;
+    let response = reqwest::Client::new()
+        .request(reqwest::Method::OPTIONS, &url)
+        .header("origin", "http://127.0.0.1:9")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type,authorization",
+        )
+        .send()
+        .await
+        .expect("response");
+    assert!(response.status().is_success());
+    assert_eq!(response.headers()["access-control-allow-origin"], "*");
+}
+
+#[tokio::test]
+async fn faults_happen_as_asked() {
+    let client = reqwest::Client::new();
+    let post = |url: String| client.post(url).json(&chat_body(true)).send();
+
+    let (url, _db) = demo_url("?fault=http_429").await;
+    let response = post(url).await.expect("response");
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "1");
+
+    let (url, _db) = demo_url("?fault=close_before_headers").await;
+    let err = post(url).await.expect_err("no response at all");
+    assert!(
+        err.is_request() || err.is_connect() || err.is_body(),
+        "{err:?}"
+    );
+
+    let (url, _db) =
+        demo_url("?fault=close_mid_stream&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await;
+    let response = post(url).await.expect("headers arrive");
+    assert_eq!(response.status(), 200);
+    assert!(response.bytes().await.is_err(), "the body is cut off");
+
+    let (url, _db) =
+        demo_url("?fault=error_event&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await;
+    let text = post(url)
+        .await
+        .expect("response")
+        .text()
+        .await
+        .expect("body");
+    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
+    recorder.on_chunk(0.0, text.as_bytes());
+    let m = recorder.finish();
+    assert_eq!(m.content_chunks, 2);
+    assert_eq!(
+        m.stream_error.as_deref(),
+        Some("upstream overloaded (demo fault)")
+    );
+    assert!(!m.done);
+
+    let (url, _db) = demo_url("?fault=wrong_content_type&first_token_ms=1&tokens=2").await;
+    let response = post(url).await.expect("response");
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/plain; charset=utf-8"
+    );
+}
+
+#[tokio::test]
+async fn the_stream_reports_the_apps_own_timing_and_the_client_port() {
+    let (url, _db) = demo_url(
+        "?first_token_ms=30&itl_ms=1&tokens=3&auth_ms=20&retrieval_ms=10&connection_close=true",
+    )
+    .await;
+    let response = reqwest::Client::new()
+        .post(&url)
+        .json(&chat_body(true))
+        .send()
+        .await
+        .expect("response");
+    let headers = response.headers().clone();
+    assert!(
+        headers["x-firsttoken-client-port"]
+            .to_str()
+            .expect("ascii")
+            .parse::<u16>()
+            .is_ok()
+    );
+    assert_eq!(headers["connection"], "close");
+    let server_timing = headers["server-timing"].to_str().expect("ascii");
+    assert!(server_timing.contains("auth;dur="), "{server_timing}");
+    assert!(server_timing.contains("retrieval;dur="), "{server_timing}");
+    let text = response.text().await.expect("body");
+    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat)
+        .with_timings_pointer(Some("/server_timings".into()));
+    recorder.on_chunk(0.0, text.as_bytes());
+    let timings = recorder.finish().timings.expect("a timing breakdown");
+    assert!(timings["auth_ms"] >= 20.0, "{timings:?}");
+    assert!(timings["first_token_written_ms"] >= 60.0, "{timings:?}");
+    assert_eq!(timings["upstream_first_token_ms"], 30.0);
+}
+
+#[tokio::test]
+async fn a_pool_keeps_its_size() {
+    let client = reqwest::Client::new();
+    let (url, _db) = demo_url("?first_token_ms=1&tokens=1&slots=2&pool=sized").await;
+    assert_eq!(
+        client
+            .post(&url)
+            .json(&chat_body(true))
+            .send()
+            .await
+            .expect("response")
+            .status(),
+        200
+    );
+    let (url, _db) = demo_url("?first_token_ms=1&tokens=1&slots=3&pool=sized").await;
+    let response = client
+        .post(&url)
+        .json(&chat_body(true))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 400);
+    let error: Value = response.json().await.expect("json");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("already has 2 slots")
+    );
+}
+
+#[tokio::test]
+async fn one_slot_and_a_blocking_step_serve_one_request_at_a_time() {
+    let (url, _db) =
+        demo_url("?pre_model_ms=100&first_token_ms=0&itl_ms=1&tokens=1&slots=1&pool=serial-native")
+            .await;
+    let client = reqwest::Client::new();
+    let start = Instant::now();
+    let requests = (0..3).map(|_| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let response = client
+                .post(&url)
+                .json(&chat_body(true))
+                .send()
+                .await
+                .expect("response");
+            let queue: f64 = response.headers()["server-timing"]
+                .to_str()
+                .expect("ascii")
+                .split(", ")
+                .find_map(|entry| entry.strip_prefix("queue;dur="))
+                .expect("a queue entry")
+                .parse()
+                .expect("a number");
+            response.bytes().await.expect("body");
+            queue
+        }
+    });
+    let queues = futures_util::future::join_all(requests).await;
+    // Three exclusive 100 ms steps cannot end in less than 300 ms (in parallel they would
+    // take 100). How long each waited depends on when it arrived, so only the total is a
+    // bound; the queue times are reported for a reader of a failure.
+    let elapsed = start.elapsed().as_millis();
+    assert!(elapsed >= 300, "{elapsed} ms, queues {queues:?}");
+}

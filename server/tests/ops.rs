@@ -1,0 +1,131 @@
+//! What operators read: health, metrics, and an OpenAPI document that matches the routes.
+
+mod common;
+
+use serde_json::Value;
+
+#[tokio::test]
+async fn health_says_which_database_answers() {
+    for t in common::databases().await {
+        let address = common::serve(common::state(&t.db)).await;
+        let response = reqwest::get(format!("http://{address}/healthz"))
+            .await
+            .expect("response");
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(body["status"], "ok");
+        assert_eq!(body["database"], t.name);
+        t.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn metrics_count_uploads_by_outcome_and_time_requests_by_route() {
+    let t = common::sqlite().await;
+    let address = common::serve(common::state(&t.db)).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{address}/api/v1/runs");
+    let run = common::example_run();
+    client.post(&url).json(&run).send().await.expect("upload");
+    client.post(&url).json(&run).send().await.expect("repeat");
+    client
+        .post(&url)
+        .body("{oops")
+        .send()
+        .await
+        .expect("malformed");
+    let mut invalid = run.clone();
+    invalid["run_id"] = "nope".into();
+    client
+        .post(&url)
+        .json(&invalid)
+        .send()
+        .await
+        .expect("invalid");
+    client
+        .get(format!(
+            "http://{address}/api/v1/runs/{}",
+            run["run_id"].as_str().expect("id")
+        ))
+        .send()
+        .await
+        .expect("get");
+    let metrics = reqwest::get(format!("http://{address}/metrics"))
+        .await
+        .expect("metrics");
+    assert!(
+        metrics.headers()["content-type"]
+            .to_str()
+            .expect("ascii")
+            .starts_with("text/plain; version=0.0.4")
+    );
+    let text = metrics.text().await.expect("text");
+    for line in [
+        "firsttoken_uploads_accepted_total 1",
+        "firsttoken_uploads_repeated_total 1",
+        "firsttoken_uploads_rejected_total{reason=\"malformed_json\"} 1",
+        "firsttoken_uploads_rejected_total{reason=\"invalid\"} 1",
+        "firsttoken_http_request_duration_seconds_count{route=\"/api/v1/runs\",method=\"POST\",status=\"201\"} 1",
+        "firsttoken_http_request_duration_seconds_count{route=\"/api/v1/runs/{run_id}\",method=\"GET\",status=\"200\"} 1",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in\n{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_documented_operation_exists() {
+    let t = common::sqlite().await;
+    let address = common::serve(common::state(&t.db)).await;
+    let doc: Value = reqwest::get(format!("http://{address}/api/v1/openapi.json"))
+        .await
+        .expect("document")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(doc["openapi"], "3.1.0");
+    let client = reqwest::Client::new();
+    let mut operations = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        let concrete = path.replace("{run_id}", "0f8fad5b-d9cb-469f-a165-70867728950e");
+        for method in ["get", "post", "delete"] {
+            if item.get(method).is_none() {
+                continue;
+            }
+            operations += 1;
+            let response = client
+                .request(
+                    method.to_uppercase().parse().expect("method"),
+                    format!("http://{address}{concrete}"),
+                )
+                .send()
+                .await
+                .expect("response");
+            // A route that exists answers something other than "no such endpoint" or
+            // "method not allowed" (its own 404 says what was not found).
+            assert_ne!(response.status(), 405, "{method} {path}");
+            if response.status() == 404 {
+                let body: Value = response.json().await.expect("json");
+                let message = body["error"]["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                assert!(
+                    !message.starts_with("no API endpoint"),
+                    "{method} {path}: {message}"
+                );
+            }
+        }
+    }
+    assert_eq!(operations, 12);
+    // The schema the document refers to is served too.
+    let schema: Value = reqwest::get(format!("http://{address}/api/v1/schema/run.v1.json"))
+        .await
+        .expect("schema")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(schema["title"], "firsttoken run, schema version 1");
+}

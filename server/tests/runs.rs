@@ -1,0 +1,366 @@
+//! The collector's upload API through the router, on SQLite and on PostgreSQL.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use firsttoken_server::db::Table;
+use firsttoken_server::{AppState, app};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
+    let response = app(state.clone()).oneshot(request).await.expect("response");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (status, body)
+}
+
+fn post(body: impl Into<Body>) -> Request<Body> {
+    Request::post("/api/v1/runs")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body.into())
+        .expect("request")
+}
+
+fn get(uri: &str) -> Request<Body> {
+    Request::get(uri).body(Body::empty()).expect("request")
+}
+
+async fn counts(state: &AppState) -> (i64, i64) {
+    (
+        state.db.count(Table::Runs).await.expect("count"),
+        state.db.count(Table::Samples).await.expect("count"),
+    )
+}
+
+#[tokio::test]
+async fn a_valid_run_is_stored_once_and_read_back() {
+    for t in common::databases().await {
+        let state = common::state(&t.db);
+        let run = common::example_run();
+        let id = run["run_id"].as_str().expect("id").to_owned();
+
+        let (status, body) = send(&state, post(run.to_string())).await;
+        assert_eq!(status, StatusCode::CREATED, "{}: {body}", t.name);
+        assert_eq!(body["run_id"], id);
+        assert_eq!(body["url"], format!("/api/v1/runs/{id}"));
+        assert_eq!(
+            body["delete_token"].as_str().map(str::len),
+            Some(64),
+            "{body}"
+        );
+        assert_eq!(counts(&state).await, (1, 3), "{}", t.name);
+
+        // The same run again, even re-formatted, is acknowledged and not stored twice,
+        // and its delete token is not handed out again.
+        let (status, body) = send(
+            &state,
+            post(serde_json::to_string_pretty(&run).expect("json")),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{}: {body}", t.name);
+        assert_eq!(
+            (body["run_id"].as_str(), &body["delete_token"]),
+            (Some(id.as_str()), &Value::Null)
+        );
+        assert_eq!(counts(&state).await, (1, 3), "{}", t.name);
+
+        let (status, stored) = send(&state, get(&format!("/api/v1/runs/{id}"))).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(stored, run, "{}", t.name);
+        t.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn a_run_is_deleted_only_with_its_token() {
+    for t in common::databases().await {
+        let state = common::state(&t.db);
+        let run = common::example_run();
+        let id = run["run_id"].as_str().expect("id").to_owned();
+        let (_, body) = send(&state, post(run.to_string())).await;
+        let token = body["delete_token"].as_str().expect("token").to_owned();
+        let delete = |token: Option<&str>| {
+            let mut request = Request::delete(format!("/api/v1/runs/{id}"));
+            if let Some(token) = token {
+                request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+            }
+            request.body(Body::empty()).expect("request")
+        };
+        let (status, body) = send(&state, delete(None)).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+        let (status, _) = send(&state, delete(Some(&"0".repeat(64)))).await;
+        assert_eq!(status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            counts(&state).await,
+            (1, 3),
+            "{}: a wrong token deletes nothing",
+            t.name
+        );
+        let (status, _) = send(&state, delete(Some(&token))).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{}", t.name);
+        assert_eq!(
+            counts(&state).await,
+            (0, 0),
+            "{}: the samples went with the run",
+            t.name
+        );
+        let (status, _) = send(&state, delete(Some(&token))).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        t.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn a_different_run_under_a_taken_id_is_a_conflict() {
+    for t in common::databases().await {
+        let state = common::state(&t.db);
+        let run = common::example_run();
+        assert_eq!(
+            send(&state, post(run.to_string())).await.0,
+            StatusCode::CREATED
+        );
+        let mut other = run.clone();
+        other["samples"][0]["ttft_ms"] = json!(400.0);
+        let (status, body) = send(&state, post(other.to_string())).await;
+        assert_eq!(status, StatusCode::CONFLICT, "{}: {body}", t.name);
+        assert_eq!(body["error"]["code"], "conflict");
+        let id = run["run_id"].as_str().expect("id");
+        let (_, stored) = send(&state, get(&format!("/api/v1/runs/{id}"))).await;
+        assert_eq!(stored, run, "{}: the first record must be kept", t.name);
+        t.cleanup().await;
+    }
+}
+
+/// Sends a bad upload to both backends and checks the status, the error code, the field
+/// it names and that nothing was written; returns the message.
+async fn refused(body: &str, status: StatusCode, code: &str, field: Option<&str>) -> String {
+    let mut message = String::new();
+    for t in common::databases().await {
+        let state = common::state(&t.db);
+        let (got, answer) = send(&state, post(body.to_owned())).await;
+        assert_eq!(got, status, "{}: {answer}", t.name);
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        assert_eq!(answer["error"]["field"].as_str(), field, "{answer}");
+        assert_eq!(
+            counts(&state).await,
+            (0, 0),
+            "{}: a refused upload wrote rows",
+            t.name
+        );
+        message = answer["error"]["message"]
+            .as_str()
+            .expect("message")
+            .to_owned();
+        t.cleanup().await;
+    }
+    message
+}
+
+#[tokio::test]
+async fn malformed_json_is_400() {
+    let message = refused(
+        "{\"run_id\": ",
+        StatusCode::BAD_REQUEST,
+        "malformed_json",
+        None,
+    )
+    .await;
+    assert!(message.contains("not valid JSON"), "{message}");
+    refused(
+        "[1, 2] trailing",
+        StatusCode::BAD_REQUEST,
+        "malformed_json",
+        None,
+    )
+    .await;
+    refused("", StatusCode::BAD_REQUEST, "malformed_json", None).await;
+}
+
+#[tokio::test]
+async fn wrong_shapes_and_broken_rules_are_422_naming_the_field() {
+    let cases: Vec<(Value, Option<&str>, &str)> = vec![
+        (
+            common::run_with(1, |r| r["samples"][0]["ttft_ms"] = json!(-3.0)),
+            Some("samples[0].ttft_ms"),
+            "between 0 and",
+        ),
+        (
+            common::run_with(2, |r| r["samples"][1]["e2e_ms"] = json!("fast")),
+            Some("samples[1].e2e_ms"),
+            "invalid type",
+        ),
+        (
+            common::run_with(3, |r| r["samples"][0]["ttft_ms"] = json!(1e300)),
+            Some("samples[0].ttft_ms"),
+            "between 0 and",
+        ),
+        (
+            common::run_with(4, |r| r["samples"][0]["output_chunks"] = json!(-1)),
+            Some("samples[0].output_chunks"),
+            "invalid value",
+        ),
+        (
+            common::run_with(5, |r| r["samples"][0]["status"] = json!(99999)),
+            Some("samples[0].status"),
+            "invalid value",
+        ),
+        (
+            common::run_with(6, |r| {
+                r.as_object_mut().expect("object").remove("targets");
+            }),
+            None,
+            "missing field `targets`",
+        ),
+        (
+            common::run_with(7, |r| {
+                r["client"]["user_agent"] = json!("Mozilla/5.0 (full string)")
+            }),
+            Some("client.user_agent"),
+            "unknown field",
+        ),
+        (
+            common::run_with(8, |r| {
+                r["targets"][0]["label"] = json!("<script>alert(1)</script>\u{7}")
+            }),
+            Some("targets[0].label"),
+            "control characters",
+        ),
+        (
+            common::run_with(9, |r| r["targets"][0]["label"] = json!("x".repeat(10_000))),
+            Some("targets[0].label"),
+            "at most 64",
+        ),
+        (
+            common::run_with(10, |r| r["client"]["browser"] = json!("Chrome\u{0}")),
+            Some("client.browser"),
+            "control characters",
+        ),
+        (
+            common::run_with(11, |r| {
+                r["samples"][0]["error_message"] = json!("\u{1b}[31mred")
+            }),
+            Some("samples[0].error_message"),
+            "control characters",
+        ),
+        (
+            common::run_with(12, |r| {
+                r["samples"][0]["server_timing"] =
+                    json!([{"name": "a", "duration_ms": f64::MAX, "description": null}])
+            }),
+            Some("samples[0].server_timing.duration_ms"),
+            "between 0 and",
+        ),
+    ];
+    for (run, field, says) in cases {
+        let message = refused(
+            &run.to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid",
+            field,
+        )
+        .await;
+        assert!(message.contains(says), "{field:?}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn an_oversized_body_is_413() {
+    let huge = format!("{{\"pad\": \"{}\"}}", "x".repeat(2 * 1024 * 1024));
+    let message = refused(&huge, StatusCode::PAYLOAD_TOO_LARGE, "too_large", None).await;
+    assert!(message.contains("1048576 bytes"), "{message}");
+}
+
+#[tokio::test]
+async fn reading_runs_that_do_not_exist() {
+    let t = common::sqlite().await;
+    let state = common::state(&t.db);
+    let (status, body) = send(
+        &state,
+        get("/api/v1/runs/0f8fad5b-d9cb-469f-a165-000000000000"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "not_found");
+    let (status, _) = send(&state, get("/api/v1/runs/nope")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, body) = send(&state, get("/api/v1/nothing-here")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        body["error"]["message"],
+        "no API endpoint at /api/v1/nothing-here"
+    );
+}
+
+#[tokio::test]
+async fn ping_answers_uncached() {
+    let t = common::sqlite().await;
+    let response = app(common::state(&t.db))
+        .oneshot(get("/api/v1/ping"))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+    assert_eq!(response.headers()["timing-allow-origin"], "*");
+}
+
+#[tokio::test]
+async fn uploads_beyond_an_addresss_allowance_wait() {
+    let t = common::sqlite().await;
+    let config = firsttoken_server::Config {
+        uploads_per_minute: 2,
+        ..common::config()
+    };
+    let address = common::serve(common::state_with(&t.db, config)).await;
+    let client = reqwest::Client::new();
+    let url = format!("http://{address}/api/v1/runs");
+    for n in 0..2 {
+        let response = client
+            .post(&url)
+            .json(&common::run_with(n, |_| {}))
+            .send()
+            .await
+            .expect("response");
+        assert_eq!(response.status(), 201);
+    }
+    let response = client
+        .post(&url)
+        .json(&common::run_with(9, |_| {}))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 429);
+    assert_eq!(response.headers()["retry-after"], "30");
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "rate_limited");
+    assert_eq!(t.db.count(Table::Runs).await.expect("count"), 2);
+}
+
+#[tokio::test]
+async fn the_database_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("dir");
+    let url = format!("sqlite://{}", dir.path().join("runs.db").display());
+    let run = common::example_run();
+    {
+        let db = firsttoken_server::Db::connect(&url).await.expect("opens");
+        assert_eq!(
+            send(&common::state(&db), post(run.to_string())).await.0,
+            StatusCode::CREATED
+        );
+    }
+    let db = firsttoken_server::Db::connect(&url).await.expect("reopens");
+    let record = db
+        .run_record(run["run_id"].as_str().expect("id"))
+        .await
+        .expect("query");
+    assert!(record.is_some());
+}

@@ -1,0 +1,290 @@
+//! Summaries equal the core crate's statistics applied to the same samples, on SQLite and
+//! on PostgreSQL.
+
+mod common;
+
+use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::schema::{ErrorClass, NetworkLabel};
+use firsttoken_core::stats::{self, BOOTSTRAP_SEED};
+use firsttoken_core::{Phase, Run, Sample};
+use serde_json::Value;
+
+/// A run of `steady` answered requests (TTFTs from `ttfts`), one failed request, and one
+/// warm-up request that must never count.
+fn run(n: u64, network: NetworkLabel, version: &str, demo: bool, ttfts: &[f64]) -> Run {
+    let mut run: Run = serde_json::from_value(common::run_with(n, |_| {})).expect("example");
+    run.client.network = network;
+    run.targets[0].version = Some(version.to_owned());
+    run.targets[0].demo = demo;
+    let template = run.samples[0].clone();
+    let failed = Sample {
+        status: 500,
+        error: Some(ErrorClass::Http),
+        error_message: Some("HTTP 500".into()),
+        headers_ms: Some(3.2),
+        ttfb_ms: Some(3.4),
+        ttft_ms: None,
+        ttft_any_ms: None,
+        last_token_ms: None,
+        e2e_ms: Some(3.6),
+        itl_ms: Vec::new(),
+        output_chunks: 0,
+        usage: None,
+        done: false,
+        ..template.clone()
+    };
+    let answered = |ttft: f64, phase: Phase| Sample {
+        phase,
+        headers_ms: Some(2.0),
+        ttfb_ms: Some(3.0),
+        ttft_any_ms: Some(ttft),
+        ttft_ms: Some(ttft),
+        last_token_ms: Some(ttft + 900.0),
+        e2e_ms: Some(ttft + 910.0),
+        ..template.clone()
+    };
+    let mut samples = vec![answered(5000.0, Phase::Warmup)];
+    samples.extend(ttfts.iter().map(|&t| answered(t, Phase::Steady)));
+    samples.push(failed);
+    for (i, s) in samples.iter_mut().enumerate() {
+        s.index = i as u32;
+    }
+    run.plan.phases = vec![
+        PhasePlan::Warmup { requests: 1 },
+        PhasePlan::Steady {
+            requests: samples.len() as u32 - 1,
+        },
+    ];
+    run.samples = samples;
+    run.validate().expect("a valid run");
+    run
+}
+
+/// Twelve runs: fiber and cellular, versions v1 and v2, plus a demo run.
+fn runs() -> Vec<Run> {
+    let mut runs = Vec::new();
+    for n in 0..12u64 {
+        let network = if n % 2 == 0 {
+            NetworkLabel::Fiber
+        } else {
+            NetworkLabel::Cellular
+        };
+        let base = if network == NetworkLabel::Fiber {
+            300.0
+        } else {
+            700.0
+        };
+        let version = if n < 6 { "v1" } else { "v2" };
+        let ttfts: Vec<f64> = (0..8)
+            .map(|i| base + (n * 13 + i * 7 % 11) as f64 * 1.5)
+            .collect();
+        runs.push(run(n, network, version, false, &ttfts));
+    }
+    runs.push(run(99, NetworkLabel::Fiber, "v1", true, &[10.0; 8]));
+    runs
+}
+
+/// What the summary must say for `runs`: core's numbers over their steady samples.
+fn expected(runs: &[&Run]) -> (Vec<f64>, Vec<f64>, usize, usize, Option<f64>) {
+    let steady = |r: &&Run| {
+        r.samples
+            .iter()
+            .filter(|s| s.phase == Phase::Steady)
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let ttft: Vec<f64> = runs
+        .iter()
+        .flat_map(steady)
+        .filter(|s| s.error.is_none())
+        .filter_map(|s| s.ttft_ms)
+        .collect();
+    let e2e: Vec<f64> = runs
+        .iter()
+        .flat_map(steady)
+        .filter(|s| s.error.is_none())
+        .filter_map(|s| s.e2e_ms)
+        .collect();
+    let samples = runs.iter().map(|r| steady(r).len()).sum();
+    let failed = runs
+        .iter()
+        .flat_map(steady)
+        .filter(|s| s.error.is_some())
+        .count();
+    let per_run: Vec<Vec<f64>> = runs
+        .iter()
+        .map(|r| {
+            steady(r)
+                .into_iter()
+                .filter(|s| s.error.is_none())
+                .filter_map(|s| s.ttft_ms)
+                .collect()
+        })
+        .collect();
+    let (_, median_of_medians) = stats::median_of_run_medians(per_run.iter().map(Vec::as_slice));
+    (ttft, e2e, samples, failed, median_of_medians)
+}
+
+/// Compares one summary group with core's statistics over `runs`.
+fn check_group(group: &Value, runs: &[&Run], backend: &str) {
+    let (ttft, e2e, samples, failed, median_of_medians) = expected(runs);
+    assert_eq!(group["runs"], runs.len(), "{backend}: {group}");
+    assert_eq!(group["samples"], samples, "{backend}");
+    assert_eq!(group["answered"], ttft.len(), "{backend}");
+    assert_eq!(
+        group["error_rate"].as_f64(),
+        Some(failed as f64 / samples as f64),
+        "{backend}"
+    );
+    assert_eq!(group["errors"]["http"]["count"], failed, "{backend}");
+    assert_eq!(
+        group["median_of_run_medians_ttft_ms"].as_f64(),
+        median_of_medians,
+        "{backend}"
+    );
+    for (key, values) in [("ttft_ms", &ttft), ("e2e_ms", &e2e)] {
+        let d = stats::distribution(values, BOOTSTRAP_SEED).expect("values");
+        let got = &group[key];
+        assert_eq!(got["count"], d.count, "{backend} {key}");
+        assert_eq!(got["mean"].as_f64(), Some(d.mean), "{backend} {key}");
+        for (name, e) in [
+            ("p50", d.p50),
+            ("p90", d.p90),
+            ("p95", d.p95),
+            ("p99", d.p99),
+        ] {
+            let interval = [
+                got[name]["value"].as_f64(),
+                got[name]["low"].as_f64(),
+                got[name]["high"].as_f64(),
+            ];
+            assert_eq!(
+                interval,
+                [Some(e.value), Some(e.low), Some(e.high)],
+                "{backend} {key} {name}"
+            );
+        }
+    }
+}
+
+async fn summary(address: std::net::SocketAddr, query: &str) -> Value {
+    let response = reqwest::get(format!("http://{address}/api/v1/summary?{query}"))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200, "{query}");
+    response.json().await.expect("json")
+}
+
+#[tokio::test]
+async fn summaries_equal_core_statistics_over_the_same_samples() {
+    let runs = runs();
+    for t in common::databases().await {
+        let address = common::serve(common::state(&t.db)).await;
+        let client = reqwest::Client::new();
+        for run in &runs {
+            let status = client
+                .post(format!("http://{address}/api/v1/runs"))
+                .json(run)
+                .send()
+                .await
+                .expect("upload")
+                .status();
+            assert_eq!(status, 201);
+        }
+        let real: Vec<&Run> = runs.iter().filter(|r| !r.main_target().demo).collect();
+        let of = |network: NetworkLabel| {
+            real.iter()
+                .copied()
+                .filter(|r| r.client.network == network)
+                .collect::<Vec<_>>()
+        };
+
+        // Grouped by network: the steady phase, demo runs left out.
+        let s = summary(address, "group_by=network&min_samples=10").await;
+        let groups = s["groups"].as_array().expect("groups");
+        assert_eq!(groups.len(), 2, "{}: {s}", t.name);
+        assert_eq!(groups[0]["key"]["network"], "cellular");
+        check_group(&groups[0], &of(NetworkLabel::Cellular), t.name);
+        assert_eq!(groups[1]["key"]["network"], "fiber");
+        check_group(&groups[1], &of(NetworkLabel::Fiber), t.name);
+
+        // Filtered to cellular, grouped by version: before and after a fix.
+        let s = summary(
+            address,
+            "group_by=target_version&network=cellular&min_samples=10",
+        )
+        .await;
+        let groups = s["groups"].as_array().expect("groups");
+        let version = |v: &str| {
+            real.iter()
+                .copied()
+                .filter(|r| {
+                    r.client.network == NetworkLabel::Cellular
+                        && r.main_target().version.as_deref() == Some(v)
+                })
+                .collect::<Vec<_>>()
+        };
+        check_group(&groups[0], &version("v1"), t.name);
+        check_group(&groups[1], &version("v2"), t.name);
+
+        // Everything in one group; the demo run only when asked for.
+        let s = summary(address, "min_samples=10").await;
+        check_group(&s["groups"][0], &real, t.name);
+        let s = summary(address, "min_samples=10&include_demo=true").await;
+        check_group(&s["groups"][0], &runs.iter().collect::<Vec<_>>(), t.name);
+
+        // Too few samples: counts, no percentiles, and a note that says why.
+        let s = summary(address, "group_by=network&min_samples=1000").await;
+        let group = &s["groups"][0];
+        assert_eq!(group["ttft_ms"], Value::Null, "{}", t.name);
+        assert!(
+            group["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("at least 1000")),
+            "{group}"
+        );
+
+        // phase=any pools the warm-up too; grouping by phase keeps them apart.
+        let s = summary(address, "group_by=phase&min_samples=1").await;
+        let phases: Vec<&str> = s["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .filter_map(|g| g["key"]["phase"].as_str())
+            .collect();
+        assert_eq!(phases, ["steady"], "{}: steady unless asked", t.name);
+        let s = summary(address, "group_by=phase&phase=any&min_samples=1").await;
+        let phases: Vec<&str> = s["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .filter_map(|g| g["key"]["phase"].as_str())
+            .collect();
+        assert_eq!(phases, ["steady", "warmup"], "{}", t.name);
+        t.cleanup().await;
+    }
+}
+
+#[tokio::test]
+async fn a_bad_summary_query_names_the_parameter() {
+    let t = common::sqlite().await;
+    let address = common::serve(common::state(&t.db)).await;
+    for (query, says) in [
+        ("group_by=ip_address", "cannot group by"),
+        ("colour=red", "unknown query parameter"),
+        ("from=last%20week", "from must be a date"),
+        ("min_samples=0", "min_samples must be"),
+    ] {
+        let response = reqwest::get(format!("http://{address}/api/v1/summary?{query}"))
+            .await
+            .expect("response");
+        assert_eq!(response.status(), 400, "{query}");
+        let body: Value = response.json().await.expect("json");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(says)),
+            "{query}: {body}"
+        );
+    }
+}

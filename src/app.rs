@@ -1,0 +1,66 @@
+//! The app shell: header, the page the address names, footer.
+//!
+//! Three pages need no router: each is its own address (`/`, `/run` and `/results`), and
+//! the server answers every app address with the app.
+
+use leptos::prelude::*;
+
+use crate::pages::{ComposePage, ResultsPage, StudyPage};
+use crate::uploads::Uploads;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Page {
+    /// The operator's: make a link.
+    Compose,
+    /// The beta user's: a study from a link.
+    Study,
+    /// The operator's: the crowd's numbers.
+    Results,
+}
+
+fn current_page() -> Page {
+    let path = web_sys::window()
+        .and_then(|w| w.location().pathname().ok())
+        .unwrap_or_default();
+    let path = path.trim_end_matches('/');
+    if path.ends_with("/results") {
+        Page::Results
+    } else if path.ends_with("/run") {
+        Page::Study
+    } else {
+        Page::Compose
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    let page = current_page();
+    // Runs an earlier visit left unsent are sent now, whichever page this is.
+    Uploads::get();
+    let current = move |p: Page| if page == p { Some("page") } else { None };
+    view! {
+        <header class="top">
+            <div class="title-row">
+                <h1>"firsttoken"</h1>
+                // A beta user's page is about their measurement alone.
+                {(page != Page::Study).then(|| view! {
+                    <nav aria-label="Pages">
+                        <a href="/" aria-current=current(Page::Compose) data-testid="nav-compose">"Make a link"</a>
+                        <a href="/results" aria-current=current(Page::Results) data-testid="nav-results">"Results"</a>
+                    </nav>
+                })}
+            </div>
+            <p class="tagline">"How long you wait for the first token of an answer, measured from your own browser and network."</p>
+        </header>
+        <main>
+            {match page {
+                Page::Compose => view! { <ComposePage /> }.into_any(),
+                Page::Study => view! { <StudyPage /> }.into_any(),
+                Page::Results => view! { <ResultsPage /> }.into_any(),
+            }}
+        </main>
+        <footer>
+            <p>"Every time is measured in this browser with performance.now(), from just before the request is sent. Nothing is uploaded unless you agree."</p>
+        </footer>
+    }
+}

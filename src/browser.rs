@@ -1,0 +1,71 @@
+//! What the page learns about its browser and network, coarsely (DESIGN.md, "Privacy"):
+//! the user-agent string is reduced to family, major version, OS and mobile before it is
+//! kept anywhere; the Network Information API is read where the browser has it.
+
+use firsttoken_core::client::describe;
+use firsttoken_core::{Client, NetworkLabel};
+use js_sys::Reflect;
+use wasm_bindgen::{JsCast, JsValue};
+
+/// The client part of a record, with the network the user picked.
+pub fn client(network: NetworkLabel) -> Client {
+    let Some(window) = web_sys::window() else {
+        return Client {
+            network,
+            ..Client::default()
+        };
+    };
+    let navigator = window.navigator();
+    let description = describe(&navigator.user_agent().unwrap_or_default());
+    let connection = Reflect::get(&navigator, &"connection".into())
+        .ok()
+        .filter(|c| c.is_object());
+    let read = |name: &str| {
+        connection
+            .as_ref()
+            .and_then(|c| Reflect::get(c, &name.into()).ok())
+    };
+    Client {
+        browser: description.browser.map(str::to_owned),
+        browser_major: description.browser_major,
+        os: description.os.map(str::to_owned),
+        mobile: Some(description.mobile),
+        network,
+        effective_type: read("effectiveType").and_then(|v| v.as_string()),
+        rtt_ms: read("rtt").and_then(|v| v.as_f64()),
+        downlink_mbps: read("downlink").and_then(|v| v.as_f64()),
+    }
+}
+
+/// This page's origin (`http://127.0.0.1:8080`).
+pub fn page_origin() -> String {
+    web_sys::window()
+        .and_then(|w| w.location().origin().ok())
+        .unwrap_or_default()
+}
+
+/// The origin of an absolute http(s) URL, or why it is not one.
+pub fn url_origin(url: &str) -> Result<String, String> {
+    let parsed = web_sys::Url::new(url).map_err(|_| format!("{url:?} is not an absolute URL"))?;
+    match parsed.protocol().as_str() {
+        "http:" | "https:" => Ok(parsed.origin()),
+        other => Err(format!(
+            "the URL must use http or https, not {}",
+            other.trim_end_matches(':')
+        )),
+    }
+}
+
+/// `Date.now()`: wall-clock Unix milliseconds, for the record's start time only (every
+/// measured time comes from `performance.now()`).
+pub fn unix_now_ms() -> u64 {
+    js_sys::Date::now() as u64
+}
+
+/// What a rejected promise or a thrown value said: `TypeError: Failed to fetch`.
+pub fn js_error_text(value: &JsValue) -> String {
+    match value.dyn_ref::<js_sys::Error>() {
+        Some(error) => String::from(error.to_string()),
+        None => value.as_string().unwrap_or_else(|| format!("{value:?}")),
+    }
+}

@@ -1,0 +1,411 @@
+//! The live view's charts. Each draws from the samples it is given, which the session
+//! updates at most once per animation frame. Axis labels are HTML beside stretchable SVG,
+//! so text stays readable on a phone; points are zero-length round-capped lines, which
+//! stay round however the SVG is stretched.
+
+use firsttoken_core::stats::median;
+use firsttoken_core::{Phase, Sample};
+use leptos::prelude::*;
+
+use super::axis::{nice_ceiling, phase_title};
+use super::cdf_chart::{CdfChart, Series};
+use crate::format;
+
+const SPAN: f64 = 1000.0;
+
+fn y_ticks(max: f64) -> impl IntoView {
+    [max, max / 2.0, 0.0]
+        .into_iter()
+        .map(|v| {
+            let label = if v == 0.0 { "0".to_owned() } else { format::ms(Some(v)) };
+            view! { <span class="tick" style=format!("top: {}%", 100.0 * (1.0 - v / max))>{label}</span> }
+        })
+        .collect::<Vec<_>>()
+}
+
+fn grid() -> impl IntoView {
+    view! {
+        <line class="grid" x1="0" x2=SPAN y1="0" y2="0"></line>
+        <line class="grid" x1="0" x2=SPAN y1=SPAN / 2.0 y2=SPAN / 2.0></line>
+        <line class="grid" x1="0" x2=SPAN y1=SPAN y2=SPAN></line>
+    }
+}
+
+fn point(class: String, x: f64, y: f64, title: String) -> impl IntoView {
+    view! {
+        <line class=class x1=x x2=x y1=y y2=y>
+            <title>{title}</title>
+        </line>
+    }
+}
+
+/// Every request's TTFT in the order the requests started, coloured by phase; failures
+/// sit on the axis in red. The x axis is the request's place in the run (out of `total`),
+/// not the clock, so a cold phase's idle minutes do not squeeze the rest into a corner.
+/// Network probes are left out: they have no first token (their round trip is in the
+/// results).
+#[component]
+pub fn Timeline(
+    #[prop(into)] samples: Signal<Vec<Sample>>,
+    /// How many requests the whole run makes.
+    #[prop(into)]
+    total: Signal<u32>,
+) -> impl IntoView {
+    let plotted = |s: &&Sample| s.phase != Phase::Probe;
+    let y_max = Memo::new(move |_| {
+        samples.with(|all| {
+            nice_ceiling(
+                all.iter()
+                    .filter(plotted)
+                    .filter_map(|s| s.ttft_ms)
+                    .fold(0.0, f64::max),
+            )
+        })
+    });
+    let points = move || {
+        let y_max = y_max.get();
+        let slots = f64::from(total.get().max(1));
+        samples.with(|all| {
+            all.iter()
+                .filter(plotted)
+                .map(|s| {
+                    let x = SPAN * (f64::from(s.index) + 0.5) / slots;
+                    match (s.error, s.ttft_ms) {
+                        (None, Some(ttft)) => point(
+                            format!("dot phase-{}", s.phase.name()),
+                            x,
+                            SPAN * (1.0 - (ttft / y_max).min(1.0)),
+                            format!(
+                                "request {} ({}): {}",
+                                s.index + 1,
+                                phase_title(s.phase),
+                                format::ms(s.ttft_ms)
+                            ),
+                        )
+                        .into_any(),
+                        _ => point(
+                            "dot failed".into(),
+                            x,
+                            SPAN,
+                            format!("request {} ({}) failed", s.index + 1, phase_title(s.phase)),
+                        )
+                        .into_any(),
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    let legend = move || {
+        let mut phases: Vec<Phase> =
+            samples.with(|all| all.iter().filter(plotted).map(|s| s.phase).collect());
+        phases.sort();
+        phases.dedup();
+        let failed = samples.with(|all| all.iter().filter(plotted).any(|s| s.error.is_some()));
+        phases
+            .into_iter()
+            .map(|p| {
+                view! {
+                    <span class="legend"><span class=format!("key phase-key-{}", p.name())></span>{phase_title(p)}</span>
+                }
+                .into_any()
+            })
+            .chain(failed.then(|| view! { <span class="legend"><span class="key key-failed"></span>"failed"</span> }.into_any()))
+            .collect::<Vec<_>>()
+    };
+    view! {
+        <figure class="live-chart" data-testid="timeline-chart">
+            <h3>"Time to first token, request by request"</h3>
+            <div class="plot">
+                <div class="y-ticks" aria-hidden="true">{move || y_ticks(y_max.get())}</div>
+                <svg viewBox=format!("0 0 {SPAN} {SPAN}") preserveAspectRatio="none" role="img"
+                    aria-label="Time to first token of each request, in the order they started">
+                    {grid()}
+                    {points}
+                </svg>
+            </div>
+            <figcaption>
+                <span class="axis-note">{move || format!("requests 1 to {}, in the order they started →", total.get())}</span>
+                {legend}
+            </figcaption>
+        </figure>
+    }
+}
+
+/// 41 points of a set of times' empirical distribution.
+fn cdf_points(values: &[f64]) -> Vec<[f64; 2]> {
+    let sorted = firsttoken_core::stats::sorted(values);
+    if sorted.is_empty() {
+        return Vec::new();
+    }
+    (0..=40)
+        .filter_map(|i| {
+            let fraction = f64::from(i) / 40.0;
+            Some([
+                firsttoken_core::stats::percentile_sorted(&sorted, fraction * 100.0)?,
+                fraction,
+            ])
+        })
+        .collect()
+}
+
+/// The TTFT distribution of each phase (the main target's; warm-up and probes left out).
+#[component]
+pub fn PhaseDistributions(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
+    let series = Signal::derive(move || {
+        samples.with(|all| {
+            [
+                Phase::Steady,
+                Phase::Fresh,
+                Phase::Concurrency,
+                Phase::Cold,
+                Phase::Compare,
+            ]
+            .into_iter()
+            .filter_map(|phase| {
+                let ttft: Vec<f64> = all
+                    .iter()
+                    .filter(|s| s.phase == phase && s.target == 0 && s.error.is_none())
+                    .filter_map(|s| s.ttft_ms)
+                    .collect();
+                (ttft.len() >= 2).then(|| Series {
+                    name: format!("{} ({})", phase_title(phase), ttft.len()),
+                    points: cdf_points(&ttft),
+                    phase: Some(phase.name()),
+                })
+            })
+            .collect::<Vec<Series>>()
+        })
+    });
+    view! {
+        <div class="live-chart" data-testid="phase-distributions">
+            <h3>"How the phases compare"</h3>
+            <CdfChart series=series label="Share of requests whose first token had come, by time" />
+        </div>
+    }
+}
+
+/// TTFT at each concurrency level: every request, the median, and what a server that
+/// handles one request at a time would give: the level-1 median × (k + 1) / 2.
+#[component]
+pub fn ConcurrencyChart(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
+    let levels = Memo::new(move |_| {
+        samples.with(|all| {
+            let mut levels: Vec<u32> = all
+                .iter()
+                .filter(|s| s.phase == Phase::Concurrency)
+                .map(|s| s.concurrency)
+                .collect();
+            levels.sort_unstable();
+            levels.dedup();
+            levels
+                .into_iter()
+                .map(|k| {
+                    let ttft: Vec<f64> = all
+                        .iter()
+                        .filter(|s| {
+                            s.phase == Phase::Concurrency && s.concurrency == k && s.error.is_none()
+                        })
+                        .filter_map(|s| s.ttft_ms)
+                        .collect();
+                    (k, ttft)
+                })
+                .collect::<Vec<_>>()
+        })
+    });
+    let plot = move || {
+        let levels = levels.get();
+        let base = levels
+            .iter()
+            .find(|(k, _)| *k == 1)
+            .and_then(|(_, t)| median(t));
+        let top = levels
+            .iter()
+            .flat_map(|(_, t)| t.iter().copied())
+            .fold(0.0, f64::max);
+        let serial_top = base
+            .zip(levels.iter().map(|(k, _)| *k).max())
+            .map_or(0.0, |(b, k)| b * f64::from(k + 1) / 2.0);
+        let y_max = nice_ceiling(top.max(serial_top));
+        let slot = SPAN / levels.len().max(1) as f64;
+        let x = |i: usize| slot * (i as f64 + 0.5);
+        let y = |ms: f64| SPAN * (1.0 - (ms / y_max).min(1.0));
+        let mut shapes = Vec::new();
+        for (i, (k, ttft)) in levels.iter().enumerate() {
+            for (j, t) in ttft.iter().enumerate() {
+                // Spread the points of one level a little, so equal times stay visible.
+                let spread = slot * 0.3 * ((j % 7) as f64 / 6.0 - 0.5);
+                shapes.push(
+                    point(
+                        "dot phase-concurrency".into(),
+                        x(i) + spread,
+                        y(*t),
+                        format!("c = {k}: {}", format::ms(Some(*t))),
+                    )
+                    .into_any(),
+                );
+            }
+            if let Some(m) = median(ttft) {
+                shapes.push(view! {
+                    <line class="median" x1=x(i) - slot * 0.3 x2=x(i) + slot * 0.3 y1=y(m) y2=y(m)>
+                        <title>{format!("median at c = {k}: {}", format::ms(Some(m)))}</title>
+                    </line>
+                }.into_any());
+            }
+        }
+        if let Some(base) = base {
+            let path: String = levels
+                .iter()
+                .enumerate()
+                .map(|(i, (k, _))| {
+                    format!(
+                        "{}{:.1},{:.1}",
+                        if i == 0 { "M" } else { " L" },
+                        x(i),
+                        y(base * f64::from(k + 1) / 2.0)
+                    )
+                })
+                .collect();
+            shapes.push(view! { <path class="serial" d=path></path> }.into_any());
+        }
+        let labels = levels
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| view! { <span class="tick" style=format!("left: {}%", x(i) / SPAN * 100.0)>{format!("{k} at once")}</span> })
+            .collect::<Vec<_>>();
+        view! {
+            <div class="plot">
+                <div class="y-ticks" aria-hidden="true">{y_ticks(y_max)}</div>
+                <svg viewBox=format!("0 0 {SPAN} {SPAN}") preserveAspectRatio="none" role="img"
+                    aria-label="Time to first token at each concurrency level, with a one-at-a-time server for reference">
+                    {grid()}
+                    {shapes}
+                </svg>
+                <div class="x-ticks" aria-hidden="true">{labels}</div>
+            </div>
+        }
+    };
+    view! {
+        <figure class="live-chart" data-testid="concurrency-chart">
+            <h3>"Several requests at once"</h3>
+            <Show when=move || !levels.with(Vec::is_empty) fallback=|| view! { <p class="status">"No concurrency phase in this run yet."</p> }>
+                {plot}
+            </Show>
+            <figcaption>
+                <span class="legend"><span class="key key-median"></span>"median"</span>
+                <span class="legend"><span class="key key-serial"></span>"a server that handles one request at a time"</span>
+            </figcaption>
+        </figure>
+    }
+}
+
+/// One request's life: connecting, waiting for the response head (with the server's own
+/// steps from Server-Timing), the first byte, the first token, the rest of the answer.
+#[component]
+pub fn Waterfall(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
+    // None: follow the latest request.
+    let chosen = RwSignal::new(None::<u32>);
+    let sample = move || {
+        samples.with(|all| match chosen.get() {
+            Some(i) => all.iter().find(|s| s.index == i).cloned(),
+            None => all.last().cloned(),
+        })
+    };
+    let bars = move || {
+        let Some(s) = sample() else {
+            return view! { <p class="status">"No request yet."</p> }.into_any();
+        };
+        let end = s
+            .e2e_ms
+            .or(s.ttft_ms)
+            .or(s.headers_ms)
+            .unwrap_or(1.0)
+            .max(1.0);
+        let bar = |name: String, from: f64, to: f64, class: &'static str| {
+            let width = ((to - from) / end * 100.0).max(0.4);
+            view! {
+                <div class="wf-row">
+                    <span class="wf-name">{name}</span>
+                    <span class="wf-track">
+                        <span class=format!("wf-bar {class}") style=format!("left: {:.2}%; width: {:.2}%", from / end * 100.0, width)></span>
+                    </span>
+                    <span class="wf-time">{format::ms(Some(to - from))}</span>
+                </div>
+            }
+            .into_any()
+        };
+        let mut rows = Vec::new();
+        let mut at = 0.0;
+        if let Some(conn) = s.conn.as_ref().filter(|c| !c.reused) {
+            let setup = conn.dns_ms.unwrap_or(0.0) + conn.connect_ms.unwrap_or(0.0);
+            if setup > 0.0 {
+                rows.push(bar("connecting".into(), 0.0, setup, "wf-connect"));
+                at = setup;
+            }
+        }
+        if let Some(headers) = s.headers_ms {
+            rows.push(bar(
+                "waiting for the response head".into(),
+                0.0,
+                headers,
+                "wf-wait",
+            ));
+            // The server's own steps, as it reported them, one after another.
+            for entry in s.server_timing.iter().filter(|t| t.duration_ms > 0.0) {
+                rows.push(bar(
+                    format!("server: {}", entry.name),
+                    at,
+                    at + entry.duration_ms,
+                    "wf-server",
+                ));
+                at += entry.duration_ms;
+            }
+            if let Some(ttfb) = s.ttfb_ms {
+                rows.push(bar(
+                    "first byte of the body".into(),
+                    headers,
+                    ttfb,
+                    "wf-byte",
+                ));
+                if let Some(ttft) = s.ttft_ms {
+                    rows.push(bar("until the first token".into(), ttfb, ttft, "wf-token"));
+                    if let Some(e2e) = s.e2e_ms {
+                        rows.push(bar("the rest of the answer".into(), ttft, e2e, "wf-rest"));
+                    }
+                }
+            }
+        }
+        if let Some(problem) = &s.error_message {
+            rows.push(view! { <p class="error">{problem.clone()}</p> }.into_any());
+        }
+        view! { <div class="waterfall">{rows}</div> }.into_any()
+    };
+    let options = move || {
+        samples.with(|all| {
+            all.iter()
+                .rev()
+                .take(500)
+                .map(|s| {
+                    let i = s.index;
+                    view! {
+                        <option value=i.to_string() selected=move || chosen.get() == Some(i)>
+                            {format!("#{} {} — {}", i + 1, phase_title(s.phase), format::ms(s.ttft_ms))}
+                        </option>
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    view! {
+        <figure class="live-chart" data-testid="waterfall">
+            <h3>"One request, step by step"</h3>
+            <label class="inline">
+                <span>"Request"</span>
+                <select data-testid="waterfall-request" on:change=move |ev| chosen.set(event_target_value(&ev).parse().ok())>
+                    <option value="latest" selected=move || chosen.get().is_none()>"the latest"</option>
+                    {options}
+                </select>
+            </label>
+            {bars}
+        </figure>
+    }
+}

@@ -1,0 +1,51 @@
+//! Every request of the run, one row each, as it finishes. Failed requests are rows too.
+
+use firsttoken_core::Sample;
+use leptos::prelude::*;
+
+use crate::format;
+
+#[component]
+pub fn SamplesTable(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
+    view! {
+        <div class="table-scroll" tabindex="0" role="region" aria-label="Requests">
+            <table class="samples" data-testid="samples-table">
+                <thead>
+                    <tr>
+                        <th scope="col">"#"</th>
+                        <th scope="col" class="wide-only">"Status"</th>
+                        <th scope="col" title="The first byte of the response body arrived">"First byte"</th>
+                        <th scope="col" title="The first piece of answer text arrived">"First token"</th>
+                        <th scope="col" title="The whole answer had arrived">"Total"</th>
+                        <th scope="col" class="wide-only" title="Events that carried output">"Chunks"</th>
+                        <th scope="col" class="wide-only" title="Output tokens, as the stream reported them">"Tokens"</th>
+                        <th scope="col" class="problem">"Problem"</th>
+                    </tr>
+                </thead>
+                <tbody>
+                    <For
+                        each=move || samples.get()
+                        key=|sample| sample.index
+                        children=move |s: Sample| {
+                            let failed = s.error.is_some();
+                            view! {
+                                <tr data-testid="sample-row" class:failed=failed>
+                                    <td>{s.index + 1}</td>
+                                    <td class="wide-only">{if s.status == 0 { "—".to_owned() } else { s.status.to_string() }}</td>
+                                    <td>{format::ms(s.ttfb_ms)}</td>
+                                    <td class="ttft" data-testid="sample-ttft">{format::ms(s.ttft_ms)}</td>
+                                    <td>{format::ms(s.e2e_ms)}</td>
+                                    <td class="wide-only">{s.output_chunks}</td>
+                                    <td class="wide-only">{format::count(s.usage.and_then(|u| u.output_tokens))}</td>
+                                    <td class="problem">
+                                        {s.error.map(|e| format!("{}: {}", e.name(), s.error_message.clone().unwrap_or_default()))}
+                                    </td>
+                                </tr>
+                            }
+                        }
+                    />
+                </tbody>
+            </table>
+        </div>
+    }
+}

@@ -1,0 +1,53 @@
+//! One line that answers "how long did people wait?": the median and p90 TTFT and the
+//! median total time of the requests that answered, and how many failed. Warm-up
+//! requests, probes and other targets' requests are left out (DESIGN.md, "Statistics").
+
+use firsttoken_core::Sample;
+use firsttoken_core::stats::{median, percentile};
+use leptos::prelude::*;
+
+use crate::format;
+
+#[component]
+pub fn Summary(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
+    let numbers = move || {
+        samples.with(|samples| {
+            let samples: Vec<&Sample> = samples.iter().filter(|s| s.counts_for_latency()).collect();
+            let answered: Vec<&&Sample> = samples.iter().filter(|s| s.error.is_none()).collect();
+            let ttft: Vec<f64> = answered.iter().filter_map(|s| s.ttft_ms).collect();
+            let e2e: Vec<f64> = answered.iter().filter_map(|s| s.e2e_ms).collect();
+            (
+                samples.len(),
+                samples.len() - answered.len(),
+                median(&ttft),
+                percentile(&ttft, 90.0),
+                median(&e2e),
+            )
+        })
+    };
+    view! {
+        <dl class="summary" data-testid="summary">
+            <div>
+                <dt>"Median time to first token"</dt>
+                <dd data-testid="median-ttft">{move || format::ms(numbers().2)}</dd>
+            </div>
+            <div>
+                <dt>"p90 time to first token"</dt>
+                <dd>{move || format::ms(numbers().3)}</dd>
+            </div>
+            <div>
+                <dt>"Median total time"</dt>
+                <dd>{move || format::ms(numbers().4)}</dd>
+            </div>
+            <div>
+                <dt>"Failed"</dt>
+                <dd data-testid="failed-count">
+                    {move || {
+                        let (total, failed, ..) = numbers();
+                        format!("{failed} of {total}")
+                    }}
+                </dd>
+            </div>
+        </dl>
+    }
+}

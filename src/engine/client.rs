@@ -1,0 +1,183 @@
+//! The page's handle on the engine. The engine runs in a dedicated Web Worker built by
+//! Trunk (`engine_worker.js` beside the app); where a worker cannot start, the same
+//! engine runs on the page, and the run records that it did.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use firsttoken_core::Plan;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::spawn_local;
+use web_sys::{Blob, BlobPropertyBag, ErrorEvent, MessageEvent, Url, Worker};
+
+use super::protocol::{FromEngine, ToEngine};
+use super::runner::{Controls, run_plan};
+use super::scope::Scope;
+use super::worker::{from_js, to_js};
+
+/// A running measurement.
+pub enum Engine {
+    Worker {
+        worker: Worker,
+        _on_message: Closure<dyn FnMut(MessageEvent)>,
+        _on_error: Closure<dyn FnMut(ErrorEvent)>,
+    },
+    Page(Controls),
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Engine::Worker { .. } => "Engine::Worker",
+            Engine::Page(_) => "Engine::Page",
+        })
+    }
+}
+
+type Handler = Rc<RefCell<dyn FnMut(FromEngine)>>;
+
+/// Where the engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    /// Its own Web Worker: the page's drawing cannot delay its timestamps.
+    Worker,
+    /// The page's own thread (for comparison: `?engine=page`).
+    Page,
+}
+
+impl Engine {
+    /// Starts `plan` where `placement` says (on the page if no worker can start); every
+    /// message the engine sends goes to `on_message`. `hidden` is the page's visibility now.
+    pub fn start(
+        plan: Plan,
+        run_id: String,
+        hidden: bool,
+        placement: Placement,
+        on_message: impl FnMut(FromEngine) + 'static,
+    ) -> Self {
+        let handler: Handler = Rc::new(RefCell::new(on_message));
+        if placement == Placement::Page {
+            return Self::start_on_page(plan, run_id, hidden, handler);
+        }
+        match start_worker(plan.clone(), run_id.clone(), hidden, handler.clone()) {
+            Ok(engine) => engine,
+            Err(why) => {
+                web_sys::console::warn_1(&format!("measuring on the page: {why}").into());
+                Self::start_on_page(plan, run_id, hidden, handler)
+            }
+        }
+    }
+
+    /// The same engine on the page's own thread (used where no worker can start, and by
+    /// the browser tests).
+    fn start_on_page(plan: Plan, run_id: String, hidden: bool, handler: Handler) -> Self {
+        let controls = Controls::default();
+        let scope = Scope::current();
+        controls.visibility.set(hidden, scope.performance().now());
+        let run_controls = controls.clone();
+        spawn_local(async move {
+            run_plan(&scope, &plan, &run_id, &run_controls, |message| {
+                (handler.borrow_mut())(message)
+            })
+            .await;
+        });
+        Engine::Page(controls)
+    }
+
+    pub fn cancel(&self) {
+        match self {
+            Engine::Worker { worker, .. } => post(worker, &ToEngine::Cancel),
+            Engine::Page(controls) => controls.cancel.cancel(),
+        }
+    }
+
+    pub fn set_hidden(&self, hidden: bool) {
+        match self {
+            Engine::Worker { worker, .. } => post(worker, &ToEngine::Visibility { hidden }),
+            Engine::Page(controls) => controls
+                .visibility
+                .set(hidden, Scope::current().performance().now()),
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        match self {
+            Engine::Worker { worker, .. } => worker.terminate(),
+            Engine::Page(controls) => controls.cancel.cancel(),
+        }
+    }
+}
+
+fn post(worker: &Worker, message: &ToEngine) {
+    match to_js(message) {
+        Ok(value) => {
+            let _ = worker.post_message(&value);
+        }
+        Err(e) => web_sys::console::error_1(&e.into()),
+    }
+}
+
+/// Starts the worker from a small script that loads Trunk's no-modules build of
+/// `engine_worker`. Messages sent before the worker says Ready would be lost, so the plan
+/// is sent in answer to Ready.
+fn start_worker(
+    plan: Plan,
+    run_id: String,
+    hidden: bool,
+    handler: Handler,
+) -> Result<Engine, String> {
+    let document = web_sys::window()
+        .and_then(|w| w.document())
+        .ok_or("no document")?;
+    let base = document
+        .base_uri()
+        .map_err(|_| "no base URI")?
+        .ok_or("no base URI")?;
+    let script = Url::new_with_base("engine_worker.js", &base)
+        .map_err(|_| "bad worker URL")?
+        .href();
+    let wasm = Url::new_with_base("engine_worker_bg.wasm", &base)
+        .map_err(|_| "bad worker URL")?
+        .href();
+    let source =
+        js_sys::Array::of1(&format!("importScripts({script:?});wasm_bindgen({wasm:?});").into());
+    let options = BlobPropertyBag::new();
+    options.set_type("text/javascript");
+    let blob = Blob::new_with_str_sequence_and_options(&source, &options)
+        .map_err(|_| "cannot make the worker script")?;
+    let url = Url::create_object_url_with_blob(&blob).map_err(|_| "cannot make the worker URL")?;
+    let worker = Worker::new(&url).map_err(|e| crate::browser::js_error_text(&e))?;
+    let _ = Url::revoke_object_url(&url);
+
+    let pending = RefCell::new(Some((plan, run_id)));
+    let on_message = {
+        let worker = worker.clone();
+        let handler = handler.clone();
+        Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            match from_js::<FromEngine>(event.data()) {
+                Ok(FromEngine::Ready) => {
+                    if let Some((plan, run_id)) = pending.borrow_mut().take() {
+                        post(&worker, &ToEngine::Visibility { hidden });
+                        post(&worker, &ToEngine::Start { plan, run_id });
+                    }
+                }
+                Ok(message) => (handler.borrow_mut())(message),
+                Err(e) => web_sys::console::error_1(&e.into()),
+            }
+        })
+    };
+    let on_error = Closure::<dyn FnMut(ErrorEvent)>::new(move |event: ErrorEvent| {
+        web_sys::console::error_1(
+            &format!("the measuring worker failed: {}", event.message()).into(),
+        );
+    });
+    worker.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    worker.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    Ok(Engine::Worker {
+        worker,
+        _on_message: on_message,
+        _on_error: on_error,
+    })
+}

@@ -1,0 +1,62 @@
+//! How late the engine's timers fire. A timer that fires late means the thread was busy or
+//! throttled, and every timestamp taken meanwhile may be as late; the run records it so a
+//! run taken on a struggling phone can be recognised.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use firsttoken_core::stats::percentile;
+use wasm_bindgen::prelude::*;
+
+use super::scope::Scope;
+
+/// The period of the probe timer.
+const PERIOD_MS: f64 = 100.0;
+
+/// A repeating timer that records how late each tick came; stops when dropped.
+#[derive(Debug)]
+pub struct TimerProbe {
+    scope: Scope,
+    handle: Option<i32>,
+    lateness: Rc<RefCell<Vec<f64>>>,
+    _tick: Closure<dyn FnMut()>,
+}
+
+impl TimerProbe {
+    pub fn start(scope: &Scope) -> Self {
+        let lateness = Rc::new(RefCell::new(Vec::new()));
+        let performance = scope.performance();
+        let mut last = performance.now();
+        let record = lateness.clone();
+        let tick = Closure::<dyn FnMut()>::new(move || {
+            let now = performance.now();
+            record.borrow_mut().push((now - last - PERIOD_MS).max(0.0));
+            last = now;
+        });
+        let handle = scope.set_interval(&tick, PERIOD_MS as i32);
+        Self {
+            scope: scope.clone(),
+            handle,
+            lateness,
+            _tick: tick,
+        }
+    }
+
+    /// The 99th percentile and the worst lateness so far, and how many ticks.
+    pub fn report(&self) -> (f64, f64, u32) {
+        let lateness = self.lateness.borrow();
+        (
+            percentile(&lateness, 99.0).unwrap_or(0.0),
+            lateness.iter().copied().fold(0.0, f64::max),
+            lateness.len() as u32,
+        )
+    }
+}
+
+impl Drop for TimerProbe {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle {
+            self.scope.clear_interval(handle);
+        }
+    }
+}

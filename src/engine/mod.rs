@@ -1,0 +1,20 @@
+//! The measurement engine: runs a plan from the browser and hands each finished sample
+//! back as it completes. It measures; it does not draw (the page does, from the messages
+//! it is sent). It runs in a dedicated Web Worker ([`worker`]), driven from the page
+//! through [`client::Engine`].
+
+pub mod client;
+pub mod control;
+pub mod health;
+pub mod protocol;
+pub mod request;
+pub mod runner;
+pub mod scope;
+pub mod timing;
+pub mod worker;
+
+pub use client::{Engine, Placement};
+pub use protocol::{Finished, FromEngine, Progress, ToEngine};
+pub use request::{Measured, RequestSpec, RunContext, measure};
+pub use runner::{Controls, run_plan};
+pub use scope::Scope;

@@ -1,0 +1,51 @@
+//! The messages between the page and the engine. They cross a `postMessage` boundary as
+//! plain JavaScript objects (serde-wasm-bindgen), so both sides share these types.
+
+use firsttoken_core::schema::EngineReport;
+use firsttoken_core::{Phase, Plan, Sample};
+use serde::{Deserialize, Serialize};
+
+/// From the page to the engine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ToEngine {
+    /// Run `plan`; `run_id` tags requests when the plan asks for a run tag.
+    Start { plan: Plan, run_id: String },
+    /// Stop: in-flight requests are aborted (and recorded as such), nothing new starts.
+    Cancel,
+    /// The page became hidden or visible (browsers throttle hidden pages).
+    Visibility { hidden: bool },
+}
+
+/// From the engine to the page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum FromEngine {
+    /// The engine is listening (a worker drops messages sent before this).
+    Ready,
+    Progress(Progress),
+    /// A request finished, failed ones included (boxed: it is by far the largest message).
+    Sample(Box<Sample>),
+    Finished(Finished),
+}
+
+/// Where the run is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Progress {
+    pub phase: Phase,
+    /// 1-based position of the phase in the plan.
+    pub phase_number: u32,
+    pub phases: u32,
+    /// Requests finished when the phase started, and in all (each sample says when one more ends).
+    pub done: u32,
+    pub total: u32,
+    /// During a cold phase's wait: how long the engine is idle on purpose, in ms.
+    pub idle_ms: Option<u32>,
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finished {
+    /// For each target: a response said it was the demo target (simulated numbers).
+    pub demo: Vec<bool>,
+    pub cancelled: bool,
+    pub engine: EngineReport,
+}

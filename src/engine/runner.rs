@@ -1,0 +1,385 @@
+//! Runs a plan's phases in order: probes, warm-up, steady, fresh connections, concurrency
+//! batches, cold waits and interleaved comparisons. Each finished request is handed to
+//! the caller at once; nothing is drawn here.
+
+use std::collections::HashSet;
+
+use firsttoken_core::outcome::Position;
+use firsttoken_core::plan::{PhasePlan, RunTag, batches};
+use firsttoken_core::schema::EngineReport;
+use firsttoken_core::{Phase, Plan, Sample};
+use futures_util::future::join_all;
+
+use super::control::{Cancel, Visibility};
+use super::health::TimerProbe;
+use super::protocol::{Finished, FromEngine, Progress};
+use super::request::{Measured, RequestSpec, RunContext, measure};
+use super::scope::Scope;
+use super::timing;
+
+/// Everything the page can reach while a run goes on.
+#[derive(Debug, Clone, Default)]
+pub struct Controls {
+    pub cancel: Cancel,
+    pub visibility: Visibility,
+}
+
+/// Runs `plan`, sending every [`FromEngine`] message to `emit` (samples as they finish,
+/// progress, and at last [`FromEngine::Finished`]). Returns the samples too.
+pub async fn run_plan(
+    scope: &Scope,
+    plan: &Plan,
+    run_id: &str,
+    controls: &Controls,
+    mut emit: impl FnMut(FromEngine),
+) -> Vec<Sample> {
+    let performance = scope.performance();
+    timing::enlarge_buffer(&performance);
+    timing::clear(&performance);
+    let probe = TimerProbe::start(scope);
+    let mut run = Runner {
+        scope,
+        plan,
+        context: RunContext {
+            cancel: controls.cancel.clone(),
+            visibility: controls.visibility.clone(),
+            run_start: performance.now(),
+        },
+        samples: Vec::new(),
+        demo: vec![false; plan.targets.len()],
+        rotation: vec![0; plan.targets.len()],
+        connections: HashSet::new(),
+        // Fresh host names continue from a number unique to the run, so a second run
+        // within the browser's idle-socket lifetime does not find old connections.
+        fresh_base: u64::from_str_radix(&run_id[..6.min(run_id.len())], 16).unwrap_or(0) * 1000,
+        fresh_count: 0,
+        bodies: bodies(plan, run_id),
+        headers: headers(plan, run_id),
+        total: plan.total_requests() as u32,
+    };
+    let phases = plan.phases.len() as u32;
+    for (number, phase) in plan.phases.iter().enumerate() {
+        if controls.cancel.is_cancelled() {
+            break;
+        }
+        let progress = |run: &Runner, idle_ms| Progress {
+            phase: phase.phase(),
+            phase_number: number as u32 + 1,
+            phases,
+            done: run.samples.len() as u32,
+            total: run.total,
+            idle_ms,
+        };
+        emit(FromEngine::Progress(progress(&run, None)));
+        match phase {
+            PhasePlan::Probe { requests } => {
+                run.sequential(Phase::Probe, *requests, &mut emit).await
+            }
+            PhasePlan::Warmup { requests } => {
+                run.sequential(Phase::Warmup, *requests, &mut emit).await
+            }
+            PhasePlan::Steady { requests } => {
+                run.sequential(Phase::Steady, *requests, &mut emit).await
+            }
+            PhasePlan::Fresh { requests } => {
+                run.sequential(Phase::Fresh, *requests, &mut emit).await
+            }
+            PhasePlan::Concurrency {
+                levels,
+                requests_per_level,
+            } => {
+                for &k in levels {
+                    for batch in 0..batches(*requests_per_level, k) {
+                        if controls.cancel.is_cancelled() {
+                            break;
+                        }
+                        run.batch(k, batch, &mut emit).await;
+                    }
+                }
+            }
+            PhasePlan::Cold { idle_ms } => {
+                for &idle in idle_ms {
+                    emit(FromEngine::Progress(progress(&run, Some(idle))));
+                    if !controls.cancel.sleep(scope, idle).await {
+                        break;
+                    }
+                    let at = run.position(Phase::Cold, 0, 1, None, Some(idle));
+                    run.one(at, &mut emit).await;
+                }
+            }
+            PhasePlan::Compare { rounds } => {
+                for _ in 0..*rounds {
+                    for target in 0..plan.targets.len() as u32 {
+                        if controls.cancel.is_cancelled() {
+                            break;
+                        }
+                        let at = run.position(Phase::Compare, target, 1, None, None);
+                        run.one(at, &mut emit).await;
+                    }
+                }
+            }
+        }
+    }
+    let (timer_lateness_p99_ms, timer_lateness_max_ms, timer_ticks) = probe.report();
+    emit(FromEngine::Finished(Finished {
+        demo: run.demo,
+        cancelled: controls.cancel.is_cancelled(),
+        engine: EngineReport {
+            in_worker: scope.is_worker(),
+            timer_lateness_p99_ms,
+            timer_lateness_max_ms,
+            timer_ticks,
+            hidden_ms: controls.visibility.hidden_ms(performance.now()),
+        },
+    }));
+    run.samples
+}
+
+struct Runner<'a> {
+    scope: &'a Scope,
+    plan: &'a Plan,
+    context: RunContext,
+    samples: Vec<Sample>,
+    /// Which targets said they were the demo.
+    demo: Vec<bool>,
+    /// The next scenario of each target.
+    rotation: Vec<usize>,
+    /// The connections (origin, client port) the run's requests have used.
+    connections: HashSet<(String, u16)>,
+    fresh_base: u64,
+    fresh_count: u64,
+    /// Each target's scenario bodies, run tag included.
+    bodies: Vec<Vec<String>>,
+    /// Each target's request headers, run tag included.
+    headers: Vec<Vec<(String, String)>>,
+    total: u32,
+}
+
+impl Runner<'_> {
+    /// Where the next request sits; takes the target's next scenario.
+    fn position(
+        &mut self,
+        phase: Phase,
+        target: u32,
+        concurrency: u32,
+        batch: Option<u32>,
+        idle_ms: Option<u32>,
+    ) -> Position {
+        let t = target as usize;
+        let scenarios = &self.plan.targets[t].scenarios;
+        let scenario = if phase.streams() {
+            let s = self.rotation[t] % scenarios.len();
+            self.rotation[t] += 1;
+            Some(scenarios[s].name.clone())
+        } else {
+            None
+        };
+        Position {
+            index: 0, // set when the sample is kept, in the order requests finish
+            phase,
+            target,
+            scenario,
+            concurrency,
+            batch,
+            idle_ms,
+            start_ms: 0.0,
+        }
+    }
+
+    /// The request a position stands for.
+    fn spec(&mut self, at: &Position) -> RequestSpec {
+        let t = at.target as usize;
+        let target = &self.plan.targets[t];
+        let url = match at.phase {
+            Phase::Probe => target
+                .probe_url
+                .clone()
+                .unwrap_or_else(|| target.url.clone()),
+            Phase::Fresh => {
+                self.fresh_count += 1;
+                target
+                    .fresh_url_for(self.fresh_base + self.fresh_count)
+                    .unwrap_or_else(|| target.url.clone())
+            }
+            _ => target.url.clone(),
+        };
+        let body = at.scenario.as_ref().map(|name| {
+            let s = target
+                .scenarios
+                .iter()
+                .position(|s| &s.name == name)
+                .unwrap_or(0);
+            self.bodies[t][s].clone()
+        });
+        RequestSpec {
+            url,
+            body,
+            headers: self.headers[t].clone(),
+            dialect: target.dialect.clone(),
+            timings_pointer: target.timings_pointer.clone(),
+            timeout_ms: self.plan.timeout_ms,
+        }
+    }
+
+    async fn sequential(&mut self, phase: Phase, requests: u32, emit: &mut impl FnMut(FromEngine)) {
+        for _ in 0..requests {
+            if self.context.cancel.is_cancelled() {
+                return;
+            }
+            let at = self.position(phase, 0, 1, None, None);
+            self.one(at, emit).await;
+        }
+    }
+
+    async fn one(&mut self, at: Position, emit: &mut impl FnMut(FromEngine)) {
+        let spec = self.spec(&at);
+        let measured = measure(self.scope, &spec, at, &self.context).await;
+        self.keep(vec![measured], emit);
+    }
+
+    /// `k` requests at once.
+    async fn batch(&mut self, k: u32, batch: u32, emit: &mut impl FnMut(FromEngine)) {
+        let requests: Vec<(Position, RequestSpec)> = (0..k)
+            .map(|_| {
+                let at = self.position(Phase::Concurrency, 0, k, Some(batch), None);
+                let spec = self.spec(&at);
+                (at, spec)
+            })
+            .collect();
+        let (scope, context) = (self.scope, &self.context);
+        let measured = join_all(
+            requests
+                .into_iter()
+                .map(|(at, spec)| async move { measure(scope, &spec, at, context).await }),
+        )
+        .await;
+        self.keep(measured, emit);
+    }
+
+    /// Numbers the finished requests in the order they started, hands them over, and
+    /// clears the Resource Timing buffer (nothing is in flight now).
+    fn keep(&mut self, mut measured: Vec<Measured>, emit: &mut impl FnMut(FromEngine)) {
+        measured.sort_by(|a, b| a.sample.start_ms.total_cmp(&b.sample.start_ms));
+        for m in measured {
+            let new_connection = self.new_connection(&m);
+            let Measured {
+                mut sample, demo, ..
+            } = m;
+            if let Some(conn) = sample.conn.as_mut() {
+                conn.new_connection = new_connection;
+            }
+            sample.index = self.samples.len() as u32;
+            self.demo[sample.target as usize] |= demo;
+            emit(FromEngine::Sample(Box::new(sample.clone())));
+            self.samples.push(sample);
+        }
+        timing::clear(&self.scope.performance());
+    }
+
+    /// Whether a request ran on a connection the run had not used before, as far as can
+    /// be verified: the port the target reports is exact; a connect interval in Resource
+    /// Timing means a new connection; a request without a preflight that shows none ran
+    /// on an old one; a preflighted request without a reported port cannot be told.
+    fn new_connection(&mut self, m: &Measured) -> Option<bool> {
+        let reused = m.sample.conn.as_ref()?.reused;
+        match (m.client_port, &m.origin) {
+            (Some(port), Some(origin)) => Some(self.connections.insert((origin.clone(), port))),
+            _ if !reused => Some(true),
+            _ if !m.preflighted => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// Each target's scenario bodies, with the run tag added when the plan puts it in the body.
+fn bodies(plan: &Plan, run_id: &str) -> Vec<Vec<String>> {
+    plan.targets
+        .iter()
+        .map(|target| {
+            target
+                .scenarios
+                .iter()
+                .map(|scenario| match &plan.run_tag {
+                    Some(RunTag::BodyField(field)) => {
+                        match serde_json::from_str::<serde_json::Value>(&scenario.body) {
+                            Ok(serde_json::Value::Object(mut object)) => {
+                                object.insert(field.clone(), run_id.into());
+                                serde_json::Value::Object(object).to_string()
+                            }
+                            _ => scenario.body.clone(),
+                        }
+                    }
+                    _ => scenario.body.clone(),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Each target's headers, with the run tag added when the plan puts it in a header.
+fn headers(plan: &Plan, run_id: &str) -> Vec<Vec<(String, String)>> {
+    plan.targets
+        .iter()
+        .map(|target| {
+            let mut headers: Vec<(String, String)> = target
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if let Some(RunTag::Header(name)) = &plan.run_tag {
+                headers.push((name.clone(), run_id.to_owned()));
+            }
+            headers
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use firsttoken_core::Dialect;
+    use firsttoken_core::plan::TargetPlan;
+
+    use super::*;
+
+    const RUN_ID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+    fn plan(tag: Option<RunTag>) -> Plan {
+        let mut target = TargetPlan::new(
+            "t",
+            "https://chat.example.com/v1",
+            Dialect::OpenaiChat,
+            r#"{"model":"m"}"#,
+        );
+        target
+            .headers
+            .insert("Authorization".into(), "Bearer benchmark".into());
+        let mut plan = Plan::steady(target, 1);
+        plan.run_tag = tag;
+        plan
+    }
+
+    #[test]
+    fn a_body_run_tag_is_a_top_level_field() {
+        let bodies = bodies(&plan(Some(RunTag::BodyField("user".into()))), RUN_ID);
+        let body: serde_json::Value = serde_json::from_str(&bodies[0][0]).expect("JSON");
+        assert_eq!(body["user"], RUN_ID);
+        assert_eq!(body["model"], "m");
+        assert_eq!(
+            headers(&plan(Some(RunTag::BodyField("user".into()))), RUN_ID)[0].len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_header_run_tag_joins_the_targets_headers() {
+        let plan = plan(Some(RunTag::Header("X-Benchmark-Run".into())));
+        let headers = headers(&plan, RUN_ID);
+        assert!(headers[0].contains(&("X-Benchmark-Run".to_owned(), RUN_ID.to_owned())));
+        assert!(headers[0].contains(&("Authorization".to_owned(), "Bearer benchmark".to_owned())));
+        assert_eq!(
+            bodies(&plan, RUN_ID)[0][0],
+            r#"{"model":"m"}"#,
+            "the body is sent as written"
+        );
+    }
+}

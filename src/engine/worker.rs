@@ -1,0 +1,63 @@
+//! The engine's side of its dedicated Web Worker: it runs the plan it is sent and posts
+//! every message back. A worker has its own thread, so drawing charts on the page can
+//! never delay reading the stream (a timestamp taken late is a wrong TTFT).
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::spawn_local;
+use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
+
+use super::protocol::{FromEngine, ToEngine};
+use super::runner::{Controls, run_plan};
+use super::scope::Scope;
+
+/// Serializes a message as a plain JavaScript object (maps as objects, `None` as null).
+pub fn to_js<T: Serialize>(message: &T) -> Result<JsValue, String> {
+    message
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| format!("cannot send a message: {e}"))
+}
+
+pub fn from_js<T: DeserializeOwned>(value: JsValue) -> Result<T, String> {
+    serde_wasm_bindgen::from_value(value).map_err(|e| format!("cannot read a message: {e}"))
+}
+
+/// Listens for [`ToEngine`] messages in this worker; says [`FromEngine::Ready`] once it
+/// does. One worker serves one run.
+pub fn serve() {
+    let global: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
+    let scope = Scope::current();
+    let controls = Controls::default();
+    let post = {
+        let global = global.clone();
+        move |message: FromEngine| match to_js(&message) {
+            Ok(value) => {
+                let _ = global.post_message(&value);
+            }
+            Err(e) => web_sys::console::error_1(&e.into()),
+        }
+    };
+    let on_message = {
+        let post = post.clone();
+        Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
+            match from_js::<ToEngine>(event.data()) {
+                Ok(ToEngine::Start { plan, run_id }) => {
+                    let (scope, controls, post) = (scope.clone(), controls.clone(), post.clone());
+                    spawn_local(async move {
+                        run_plan(&scope, &plan, &run_id, &controls, post).await;
+                    });
+                }
+                Ok(ToEngine::Cancel) => controls.cancel.cancel(),
+                Ok(ToEngine::Visibility { hidden }) => {
+                    controls.visibility.set(hidden, scope.performance().now())
+                }
+                Err(e) => web_sys::console::error_1(&e.into()),
+            }
+        })
+    };
+    global.set_onmessage(Some(on_message.as_ref().unchecked_ref()));
+    // The worker lives as long as the page keeps it; so does its message handler.
+    on_message.forget();
+    post(FromEngine::Ready);
+}

@@ -1,0 +1,360 @@
+//! The operator's page: describe what to measure and get a link to share with beta users.
+//! The form covers the usual study; the study as JSON covers everything (several request
+//! bodies, headers, custom stream formats, hand-made phases).
+
+use firsttoken_core::Dialect;
+use firsttoken_core::Plan;
+use firsttoken_core::plan::{PhasePlan, RunTag, TargetPlan};
+use firsttoken_core::share::Study;
+use leptos::prelude::*;
+
+use crate::browser;
+use crate::collector;
+
+/// An OpenAI-style streaming request, asking for usage so tokens are counted by the
+/// server rather than guessed from chunks.
+pub const DEFAULT_BODY: &str = r#"{
+  "model": "firsttoken-demo",
+  "stream": true,
+  "stream_options": { "include_usage": true },
+  "messages": [{ "role": "user", "content": "Say hello in a few words." }]
+}"#;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Quick,
+    Session,
+    Steady,
+}
+
+impl Protocol {
+    const ALL: [Protocol; 3] = [Protocol::Quick, Protocol::Session, Protocol::Steady];
+
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Quick => "quick",
+            Protocol::Session => "session",
+            Protocol::Steady => "steady",
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Protocol::Quick => "Quick: every phase, about a minute",
+            Protocol::Session => "Session: the full protocol, about 20 minutes",
+            Protocol::Steady => "Only requests one after another",
+        }
+    }
+}
+
+/// On a loopback server, `{n}.localhost` names reach the same server under a new origin
+/// each (browsers resolve every `*.localhost` to loopback), so fresh requests really get
+/// new connections.
+fn loopback_fresh_url(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("http://")?;
+    ["127.0.0.1", "localhost"].into_iter().find_map(|host| {
+        let after = rest.strip_prefix(host)?;
+        (after.starts_with(':') || after.starts_with('/'))
+            .then(|| format!("http://{{n}}.localhost{after}"))
+    })
+}
+
+/// The form's values.
+#[derive(Clone)]
+struct Form {
+    title: String,
+    url: String,
+    label: String,
+    version: String,
+    dialect: Dialect,
+    body: String,
+    protocol: Protocol,
+    requests: String,
+    compare_url: String,
+    compare_label: String,
+    token: String,
+    token_is_for_benchmark: bool,
+    collector: String,
+    run_tag_header: String,
+}
+
+fn target(
+    label: &str,
+    url: &str,
+    dialect: &Dialect,
+    body: &str,
+    version: &str,
+) -> Result<TargetPlan, String> {
+    let origin = browser::url_origin(url)?;
+    let label = if label.trim().is_empty() {
+        origin.split("://").nth(1).unwrap_or(&origin).to_owned()
+    } else {
+        label.trim().to_owned()
+    };
+    let mut t = TargetPlan::new(&label, url.trim(), dialect.clone(), body);
+    if !version.trim().is_empty() {
+        t.version = Some(version.trim().to_owned());
+    }
+    let page = browser::page_origin();
+    if origin == page {
+        // This server: its ping endpoint is the probe, and the demo reports its timing
+        // breakdown at /server_timings.
+        t.probe_url = Some(format!("{page}/api/v1/ping"));
+        t.timings_pointer = Some("/server_timings".into());
+        t.fresh_url = loopback_fresh_url(url.trim());
+    }
+    Ok(t)
+}
+
+/// The study the form describes, or what is wrong with the form.
+fn build(form: &Form) -> Result<Study, String> {
+    serde_json::from_str::<serde_json::Value>(&form.body)
+        .map_err(|e| format!("Request body is not valid JSON: {e}"))?;
+    let mut main = target(
+        &form.label,
+        &form.url,
+        &form.dialect,
+        &form.body,
+        &form.version,
+    )
+    .map_err(|e| format!("Target URL: {e}"))?;
+    if !form.token.trim().is_empty() {
+        main.headers.insert(
+            "Authorization".into(),
+            format!("Bearer {}", form.token.trim()),
+        );
+    }
+    let compare = (!form.compare_url.trim().is_empty())
+        .then(|| {
+            target(
+                &form.compare_label,
+                &form.compare_url,
+                &form.dialect,
+                &form.body,
+                "",
+            )
+        })
+        .transpose()
+        .map_err(|e| format!("Compare with: {e}"))?;
+    let mut plan = match form.protocol {
+        Protocol::Quick => Plan::quick(main),
+        Protocol::Session => Plan::session(main, compare.clone().into_iter().collect()),
+        Protocol::Steady => {
+            let n = form
+                .requests
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n| (1..=1000).contains(n))
+                .ok_or("Requests: enter a whole number from 1 to 1000")?;
+            Plan::steady(main, n)
+        }
+    };
+    if let Some(compare) = compare
+        && form.protocol != Protocol::Session
+    {
+        plan.targets.push(compare);
+        plan.phases.push(PhasePlan::Compare { rounds: 5 });
+    }
+    if !form.run_tag_header.trim().is_empty() {
+        plan.run_tag = Some(RunTag::Header(form.run_tag_header.trim().to_owned()));
+    }
+    let own_collector = format!("{}{}", browser::page_origin(), collector::RUNS_PATH);
+    let study = Study {
+        title: form.title.trim().to_owned(),
+        plan,
+        collector: (form.collector.trim() != own_collector)
+            .then(|| form.collector.trim().to_owned()),
+        carries_token: form.token_is_for_benchmark,
+    };
+    study
+        .validate()
+        .map_err(|e| format!("The study is not valid: {e}"))?;
+    Ok(study)
+}
+
+fn link_to(study: &Study) -> String {
+    format!("{}/run#{}", browser::page_origin(), study.to_fragment())
+}
+
+#[component]
+pub fn ComposePage() -> impl IntoView {
+    let origin = browser::page_origin();
+    let title = RwSignal::new("Chat latency".to_owned());
+    let url = RwSignal::new(format!("{origin}/v1/chat/completions"));
+    let label = RwSignal::new("demo".to_owned());
+    let version = RwSignal::new(String::new());
+    let dialect = RwSignal::new(Dialect::OpenaiChat);
+    let body = RwSignal::new(DEFAULT_BODY.to_owned());
+    let protocol = RwSignal::new(Protocol::Quick);
+    let requests = RwSignal::new("20".to_owned());
+    let compare_url = RwSignal::new(String::new());
+    let compare_label = RwSignal::new(String::new());
+    let token = RwSignal::new(String::new());
+    let token_is_for_benchmark = RwSignal::new(false);
+    let collector_url = RwSignal::new(format!("{origin}{}", collector::RUNS_PATH));
+    let run_tag_header = RwSignal::new(String::new());
+    let link = RwSignal::new(None::<String>);
+    let json = RwSignal::new(String::new());
+    let error = RwSignal::new(None::<String>);
+
+    let show = move |study: Study| {
+        json.set(serde_json::to_string_pretty(&study).unwrap_or_default());
+        link.set(Some(link_to(&study)));
+        error.set(None);
+    };
+    let make = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let form = Form {
+            title: title.get_untracked(),
+            url: url.get_untracked(),
+            label: label.get_untracked(),
+            version: version.get_untracked(),
+            dialect: dialect.get_untracked(),
+            body: body.get_untracked(),
+            protocol: protocol.get_untracked(),
+            requests: requests.get_untracked(),
+            compare_url: compare_url.get_untracked(),
+            compare_label: compare_label.get_untracked(),
+            token: token.get_untracked(),
+            token_is_for_benchmark: token_is_for_benchmark.get_untracked(),
+            collector: collector_url.get_untracked(),
+            run_tag_header: run_tag_header.get_untracked(),
+        };
+        match build(&form) {
+            Ok(study) => show(study),
+            Err(message) => {
+                link.set(None);
+                error.set(Some(message));
+            }
+        }
+    };
+    let from_json = move |_| match serde_json::from_str::<Study>(&json.get_untracked()) {
+        Ok(study) => match study.validate() {
+            Ok(()) => show(study),
+            Err(e) => error.set(Some(format!("The study is not valid: {e}"))),
+        },
+        Err(e) => error.set(Some(format!("The JSON is not a study: {e}"))),
+    };
+    let copy = move |_| {
+        if let (Some(link), Some(window)) = (link.get_untracked(), web_sys::window()) {
+            let _ = window.navigator().clipboard().write_text(&link);
+        }
+    };
+
+    view! {
+        <section class="card" aria-labelledby="compose-title">
+            <h2 id="compose-title">"Make a link for your beta users"</h2>
+            <p class="status">"Describe what to measure; share the link. Each person who opens it runs the measurement in their own browser, on their own network, and chooses whether to send you the results."</p>
+            <form class="setup" on:submit=make novalidate>
+                <label class="wide">
+                    <span>"Title"</span>
+                    <input type="text" data-testid="study-title-input" bind:value=title />
+                    <small>"What beta users read at the top of the page."</small>
+                </label>
+                <label class="wide">
+                    <span>"Target URL"</span>
+                    <input type="url" data-testid="target-url" bind:value=url />
+                    <small>"Your streaming chat endpoint. The default is this server's built-in demo, which answers after 300 ms."</small>
+                </label>
+                <label>
+                    <span>"Target name"</span>
+                    <input type="text" data-testid="target-label" bind:value=label />
+                </label>
+                <label>
+                    <span>"Version"</span>
+                    <input type="text" placeholder="v1.4.2" data-testid="target-version" bind:value=version />
+                    <small>"Compare before and after a fix on the Results page."</small>
+                </label>
+                <label>
+                    <span>"Stream format"</span>
+                    <select data-testid="dialect" on:change=move |ev| {
+                        if let Some(d) = Dialect::from_name(&event_target_value(&ev)) { dialect.set(d) }
+                    }>
+                        {Dialect::PLAIN.into_iter().map(|d| {
+                            let name = d.name();
+                            view! { <option value=name selected=move || dialect.get().name() == name>{name}</option> }
+                        }).collect::<Vec<_>>()}
+                    </select>
+                </label>
+                <label class="wide">
+                    <span>"Protocol"</span>
+                    <select data-testid="protocol" on:change=move |ev| {
+                        let name = event_target_value(&ev);
+                        if let Some(p) = Protocol::ALL.into_iter().find(|p| p.name() == name) { protocol.set(p) }
+                    }>
+                        {Protocol::ALL.into_iter().map(|p| view! {
+                            <option value=p.name() selected=move || protocol.get() == p>{p.title()}</option>
+                        }).collect::<Vec<_>>()}
+                    </select>
+                </label>
+                <Show when=move || protocol.get() == Protocol::Steady>
+                    <label>
+                        <span>"Requests"</span>
+                        <input type="number" min="1" max="1000" inputmode="numeric" data-testid="request-count" bind:value=requests />
+                    </label>
+                </Show>
+                <details class="wide">
+                    <summary>"Request body"</summary>
+                    <textarea rows="7" spellcheck="false" data-testid="request-body" bind:value=body></textarea>
+                </details>
+                <label class="wide">
+                    <span>"Compare with (optional)"</span>
+                    <input type="url" placeholder="https://api.provider.example/v1/chat/completions" data-testid="compare-url" bind:value=compare_url />
+                    <small>"The same requests to another endpoint, interleaved: the model provider directly, say. The difference is your app's own time."</small>
+                </label>
+                <Show when=move || !compare_url.with(String::is_empty)>
+                    <label>
+                        <span>"Its name"</span>
+                        <input type="text" data-testid="compare-label" bind:value=compare_label />
+                    </label>
+                </Show>
+                <label class="wide">
+                    <span>"Benchmark token (optional)"</span>
+                    <input type="text" autocomplete="off" spellcheck="false" data-testid="token" bind:value=token />
+                    <small>"Sent as Authorization: Bearer … with each request. It travels in the link, so anyone with the link can use it: make one for this benchmark only."</small>
+                </label>
+                <Show when=move || !token.with(String::is_empty)>
+                    <label class="check wide">
+                        <input type="checkbox" data-testid="token-confirmed" bind:checked=token_is_for_benchmark />
+                        "This token is for this benchmark only, and I accept that it travels in the link"
+                    </label>
+                </Show>
+                <details class="wide">
+                    <summary>"Where results go, and tagging requests"</summary>
+                    <label>
+                        <span>"Collector"</span>
+                        <input type="url" data-testid="collector-url" bind:value=collector_url />
+                    </label>
+                    <label>
+                        <span>"Tag each request with the run id in this header"</span>
+                        <input type="text" placeholder="X-Benchmark-Run" bind:value=run_tag_header />
+                        <small>"So your target can leave benchmark traffic out of its analytics. On another origin a custom header costs a CORS preflight."</small>
+                    </label>
+                </details>
+                <div class="actions wide">
+                    <button type="submit" class="primary" data-testid="make-link">"Make the link"</button>
+                </div>
+                <Show when=move || error.with(Option::is_some)>
+                    <p class="error wide" role="alert" data-testid="compose-error">{move || error.get()}</p>
+                </Show>
+            </form>
+        </section>
+        <Show when=move || link.with(Option::is_some)>
+            <section class="card" aria-labelledby="link-title">
+                <h2 id="link-title">"The link"</h2>
+                <div class="link-row">
+                    <input type="text" readonly data-testid="share-link" prop:value=move || link.get().unwrap_or_default() aria-label="The link to share" />
+                    <button type="button" on:click=copy>"Copy"</button>
+                    <a class="button" target="_blank" rel="noopener" href=move || link.get().unwrap_or_default() data-testid="open-link">"Open"</a>
+                </div>
+                <p class="status">{move || format!("{} characters. The study travels in the part after #, which browsers never send to a server.", link.with(|l| l.as_ref().map_or(0, String::len)))}</p>
+                <details>
+                    <summary>"The study as JSON (scenarios, headers, custom stream formats, phases)"</summary>
+                    <textarea rows="16" spellcheck="false" data-testid="study-json" bind:value=json></textarea>
+                    <button type="button" data-testid="use-json" on:click=from_json>"Make the link from this JSON"</button>
+                </details>
+            </section>
+        </Show>
+    }
+}

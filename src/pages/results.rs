@@ -1,0 +1,509 @@
+//! The operator's results page: the crowd's numbers from the collector, grouped and
+//! filtered, each percentile with its 95% interval and the counts behind it, a
+//! distribution curve per group, and a before/after view of two versions of a target.
+
+use firsttoken_core::NetworkLabel;
+use firsttoken_core::Phase;
+use firsttoken_core::summary::{Dimension, Group, Interval, Summary};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+
+use crate::browser;
+use crate::collector;
+use crate::components::cdf_chart::{CdfChart, Series};
+use crate::engine::Scope;
+use crate::format;
+
+/// What the collector answered.
+#[derive(Debug, Clone, PartialEq)]
+enum Answer {
+    Waiting,
+    Loaded(Summary),
+    Failed(String),
+}
+
+/// `key=value&…`, values encoded.
+fn query(pairs: &[(&str, String)]) -> String {
+    pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", String::from(js_sys::encode_uri_component(v))))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+fn fetch_summary(query: String, answer: RwSignal<Answer>) {
+    answer.set(Answer::Waiting);
+    spawn_local(async move {
+        let url = format!("{}{}", browser::page_origin(), collector::SUMMARY_PATH);
+        answer.set(
+            match collector::summary(&Scope::current(), &url, &query).await {
+                Ok(summary) => Answer::Loaded(summary),
+                Err(message) => Answer::Failed(message),
+            },
+        );
+    });
+}
+
+/// A group's name: its values joined, "(none)" where a sample had no value.
+fn group_name(group: &Group) -> String {
+    if group.key.is_empty() {
+        return "all runs".to_owned();
+    }
+    group
+        .key
+        .values()
+        .map(|v| v.clone().unwrap_or_else(|| "(none)".to_owned()))
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
+/// `305 ms` with its interval `296–327 ms` beneath.
+fn interval(i: &Interval) -> AnyView {
+    view! {
+        <span class="estimate">
+            {format::ms(Some(i.value))}
+            <small class="ci">{format!("{}–{}", format::ms(Some(i.low)).trim_end_matches(" ms"), format::ms(Some(i.high)))}</small>
+        </span>
+    }
+    .into_any()
+}
+
+fn percent(rate: f64) -> String {
+    format!("{:.1}%", rate * 100.0)
+}
+
+#[component]
+pub fn ResultsPage() -> impl IntoView {
+    let group_by = RwSignal::new(vec![Dimension::Network]);
+    let phase = RwSignal::new("steady".to_owned());
+    let network = RwSignal::new(String::new());
+    let target_label = RwSignal::new(String::new());
+    let target_version = RwSignal::new(String::new());
+    let from = RwSignal::new(String::new());
+    let to = RwSignal::new(String::new());
+    let include_demo = RwSignal::new(false);
+    let min_samples = RwSignal::new("30".to_owned());
+    let answer = RwSignal::new(Answer::Waiting);
+
+    let load = move || {
+        let group_by = group_by
+            .get_untracked()
+            .iter()
+            .map(|d| d.name())
+            .collect::<Vec<_>>()
+            .join(",");
+        let pairs = [
+            ("group_by", group_by),
+            ("phase", phase.get_untracked()),
+            ("network", network.get_untracked()),
+            (
+                "target_label",
+                target_label.get_untracked().trim().to_owned(),
+            ),
+            (
+                "target_version",
+                target_version.get_untracked().trim().to_owned(),
+            ),
+            ("from", from.get_untracked()),
+            ("to", to.get_untracked()),
+            (
+                "include_demo",
+                if include_demo.get_untracked() {
+                    "true".to_owned()
+                } else {
+                    String::new()
+                },
+            ),
+            ("min_samples", min_samples.get_untracked().trim().to_owned()),
+        ];
+        fetch_summary(query(&pairs), answer);
+    };
+    load();
+
+    let toggle = move |d: Dimension| {
+        group_by.update(|list| {
+            if let Some(at) = list.iter().position(|x| *x == d) {
+                list.remove(at);
+            } else {
+                list.push(d);
+            }
+        });
+    };
+
+    view! {
+        <section class="card" aria-labelledby="crowd-title">
+            <h2 id="crowd-title">"The crowd's numbers"</h2>
+            <form class="setup" on:submit=move |ev: leptos::ev::SubmitEvent| { ev.prevent_default(); load(); }>
+                <fieldset class="wide group-by">
+                    <legend>"Group by"</legend>
+                    {Dimension::ALL.into_iter().map(|d| view! {
+                        <label class="check">
+                            <input type="checkbox" data-testid=format!("group-{}", d.name())
+                                prop:checked=move || group_by.with(|g| g.contains(&d))
+                                on:change=move |_| toggle(d) />
+                            {d.title()}
+                        </label>
+                    }).collect::<Vec<_>>()}
+                </fieldset>
+                <label>
+                    <span>"Phase"</span>
+                    <select data-testid="filter-phase" on:change=move |ev| phase.set(event_target_value(&ev))>
+                        {Phase::ALL.into_iter().map(|p| view! {
+                            <option value=p.name() selected=move || phase.get() == p.name()>{p.name()}</option>
+                        }).collect::<Vec<_>>()}
+                        <option value="any" selected=move || phase.get() == "any">"any (pooled)"</option>
+                    </select>
+                </label>
+                <label>
+                    <span>"Network"</span>
+                    <select data-testid="filter-network" on:change=move |ev| network.set(event_target_value(&ev))>
+                        <option value="">"any"</option>
+                        {NetworkLabel::ALL.into_iter().map(|n| view! { <option value=n.name()>{n.title()}</option> }).collect::<Vec<_>>()}
+                    </select>
+                </label>
+                <label>
+                    <span>"Target"</span>
+                    <input type="text" placeholder="any" data-testid="filter-target" bind:value=target_label />
+                </label>
+                <label>
+                    <span>"Version"</span>
+                    <input type="text" placeholder="any" data-testid="filter-version" bind:value=target_version />
+                </label>
+                <label>
+                    <span>"From"</span>
+                    <input type="date" data-testid="filter-from" bind:value=from />
+                </label>
+                <label>
+                    <span>"To (before)"</span>
+                    <input type="date" data-testid="filter-to" bind:value=to />
+                </label>
+                <label>
+                    <span>"Fewest requests for percentiles"</span>
+                    <input type="number" min="1" inputmode="numeric" bind:value=min_samples />
+                </label>
+                <label class="check">
+                    <input type="checkbox" data-testid="include-demo" bind:checked=include_demo />
+                    "Include runs against the built-in demo (simulated numbers)"
+                </label>
+                <div class="actions wide">
+                    <button type="submit" class="primary" data-testid="show-results">"Show"</button>
+                </div>
+            </form>
+        </section>
+        <section class="card" aria-live="polite">
+            {move || match answer.get() {
+                Answer::Waiting => view! { <p class="status">"Asking the collector…"</p> }.into_any(),
+                Answer::Failed(message) => view! { <p class="error" role="alert" data-testid="results-error">{message}</p> }.into_any(),
+                Answer::Loaded(summary) if summary.groups.is_empty() => view! {
+                    <p class="status" data-testid="results-empty">
+                        {if include_demo.get_untracked() {
+                            "No runs match these filters yet."
+                        } else {
+                            "No runs from real targets match these filters yet. Runs against the built-in demo are left out unless you include them."
+                        }}
+                    </p>
+                }.into_any(),
+                Answer::Loaded(summary) => view! { <SummaryView summary=summary /> }.into_any(),
+            }}
+        </section>
+        <CompareVersions />
+    }
+}
+
+/// The percentile table and the distribution curves of a summary.
+#[component]
+fn SummaryView(summary: Summary) -> impl IntoView {
+    let dimensions = summary.group_by.clone();
+    let series: Vec<Series> = summary
+        .groups
+        .iter()
+        .filter(|g| g.ttft_ms.is_some())
+        .take(8)
+        .map(|g| Series {
+            name: group_name(g),
+            points: g.ttft_cdf.clone(),
+            phase: None,
+        })
+        .collect();
+    let headers = dimensions
+        .iter()
+        .map(|d| view! { <th scope="col">{d.title()}</th> })
+        .collect::<Vec<_>>();
+    let rows = summary
+        .groups
+        .iter()
+        .map(|g| {
+            let keys = dimensions
+                .iter()
+                .map(|d| view! { <td class="group-key">{g.key.get(d).cloned().flatten().unwrap_or_else(|| "(none)".to_owned())}</td> })
+                .collect::<Vec<_>>();
+            let numbers = match (&g.ttft_ms, &g.e2e_ms) {
+                (Some(ttft), e2e) => view! {
+                    <td>{interval(&ttft.p50)}</td>
+                    <td>{interval(&ttft.p90)}</td>
+                    <td class="wide-only">{interval(&ttft.p95)}</td>
+                    <td class="wide-only">{interval(&ttft.p99)}</td>
+                    <td class="wide-only">{format::ms(g.median_of_run_medians_ttft_ms)}</td>
+                    <td>{e2e.as_ref().map(|e| interval(&e.p50))}</td>
+                }
+                .into_any(),
+                (None, _) => view! { <td colspan="6" class="note">{g.note.clone()}</td> }.into_any(),
+            };
+            let errors = g
+                .errors
+                .iter()
+                .map(|(class, e)| format!("{class} {}", percent(e.rate)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            view! {
+                <tr data-testid="results-row">
+                    {keys}
+                    <td class="wide-only">{g.runs}</td>
+                    <td>{g.samples}</td>
+                    {numbers}
+                    <td title=errors>{percent(g.error_rate)}</td>
+                </tr>
+            }
+        })
+        .collect::<Vec<_>>();
+    let series = Signal::derive(move || series.clone());
+    view! {
+        <p class="status">
+            {format!(
+                "Time to first token, {}. Each percentile has its 95% bootstrap interval beneath it; groups with fewer than {} answered requests show counts only.",
+                if dimensions.is_empty() { "all runs together".to_owned() } else { format!("by {}", dimensions.iter().map(|d| d.title().to_lowercase()).collect::<Vec<_>>().join(" and ")) },
+                summary.min_samples
+            )}
+        </p>
+        <div class="table-scroll" tabindex="0" role="region" aria-label="Percentiles by group">
+            <table class="samples results" data-testid="results-table">
+                <thead>
+                    <tr>
+                        {headers}
+                        <th scope="col" class="wide-only">"Runs"</th>
+                        <th scope="col">"Requests"</th>
+                        <th scope="col">"TTFT p50"</th>
+                        <th scope="col">"TTFT p90"</th>
+                        <th scope="col" class="wide-only">"TTFT p95"</th>
+                        <th scope="col" class="wide-only">"TTFT p99"</th>
+                        <th scope="col" class="wide-only" title="The median of each run's median: networks drift between sessions">"Typical run"</th>
+                        <th scope="col">"Total p50"</th>
+                        <th scope="col">"Failed"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+        <CdfChart series=series label="Share of requests whose first token had come, by time" />
+    }
+}
+
+/// Two versions of one target side by side, split by a dimension: before and after a fix.
+#[component]
+fn CompareVersions() -> impl IntoView {
+    let target = RwSignal::new(String::new());
+    let before = RwSignal::new(String::new());
+    let after = RwSignal::new(String::new());
+    let split = RwSignal::new(Dimension::Network);
+    let include_demo = RwSignal::new(false);
+    let asked = RwSignal::new(false);
+    // What the answers are about: the inputs may change before the next comparison.
+    let compared = RwSignal::new((String::new(), String::new(), Dimension::Network));
+    // The table: groups by version and the split. The curves: by version alone, so each
+    // is the version's whole distribution.
+    let split_answer = RwSignal::new(Answer::Waiting);
+    let pooled_answer = RwSignal::new(Answer::Waiting);
+    let error = RwSignal::new(None::<String>);
+
+    let compare = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let (b, a) = (
+            before.get_untracked().trim().to_owned(),
+            after.get_untracked().trim().to_owned(),
+        );
+        if b.is_empty() || a.is_empty() || b == a {
+            error.set(Some("Name two different versions to compare.".into()));
+            return;
+        }
+        error.set(None);
+        let filters = |group_by: String| {
+            query(&[
+                ("group_by", group_by),
+                ("target_label", target.get_untracked().trim().to_owned()),
+                (
+                    "include_demo",
+                    if include_demo.get_untracked() {
+                        "true".to_owned()
+                    } else {
+                        String::new()
+                    },
+                ),
+            ])
+        };
+        asked.set(true);
+        compared.set((b, a, split.get_untracked()));
+        fetch_summary(
+            filters(format!("target_version,{}", split.get_untracked().name())),
+            split_answer,
+        );
+        fetch_summary(filters("target_version".to_owned()), pooled_answer);
+    };
+
+    let table = move || {
+        if !asked.get() {
+            return ().into_any();
+        }
+        let summary = match split_answer.get() {
+            Answer::Loaded(summary) => summary,
+            Answer::Failed(message) => {
+                return view! { <p class="error" role="alert">{message}</p> }.into_any();
+            }
+            Answer::Waiting => {
+                return view! { <p class="status">"Asking the collector…"</p> }.into_any();
+            }
+        };
+        let (b, a, d) = compared.get();
+        let mut values: Vec<Option<String>> = summary
+            .groups
+            .iter()
+            .map(|g| g.key.get(&d).cloned().flatten())
+            .collect();
+        values.sort();
+        values.dedup();
+        let find = |version: &str, value: &Option<String>| {
+            summary.groups.iter().find(|g| {
+                g.key
+                    .get(&Dimension::TargetVersion)
+                    .cloned()
+                    .flatten()
+                    .as_deref()
+                    == Some(version)
+                    && g.key.get(&d).cloned().flatten() == *value
+            })
+        };
+        let rows = values
+            .iter()
+            .map(|value| {
+                let (gb, ga) = (find(&b, value), find(&a, value));
+                let cell = |g: Option<&Group>| match g.and_then(|g| g.ttft_ms.as_ref()) {
+                    Some(p) => interval(&p.p50),
+                    None => g
+                        .map_or("no runs".to_owned(), |g| format!("{} requests: too few", g.answered))
+                        .into_any(),
+                };
+                let verdict = match (
+                    gb.and_then(|g| g.ttft_ms.as_ref()),
+                    ga.and_then(|g| g.ttft_ms.as_ref()),
+                ) {
+                    (Some(pb), Some(pa)) => {
+                        let change = pa.p50.value - pb.p50.value;
+                        let relative = change / pb.p50.value * 100.0;
+                        let reading = if pa.p50.high < pb.p50.low {
+                            "faster"
+                        } else if pa.p50.low > pb.p50.high {
+                            "slower"
+                        } else {
+                            "no clear difference"
+                        };
+                        format!(
+                            "{}{} ({relative:+.0}%): {reading}",
+                            if change >= 0.0 { "+" } else { "−" },
+                            format::ms(Some(change.abs()))
+                        )
+                    }
+                    _ => "—".to_owned(),
+                };
+                view! {
+                    <tr data-testid="compare-row">
+                        <td class="group-key">{value.clone().unwrap_or_else(|| "(none)".to_owned())}</td>
+                        <td>{cell(gb)}</td>
+                        <td>{cell(ga)}</td>
+                        <td>{verdict}</td>
+                    </tr>
+                }
+            })
+            .collect::<Vec<_>>();
+        let series: Vec<Series> = match pooled_answer.get() {
+            Answer::Loaded(pooled) => [(&b, "before"), (&a, "after")]
+                .into_iter()
+                .filter_map(|(version, which)| {
+                    let group = pooled.groups.iter().find(|g| {
+                        g.key
+                            .get(&Dimension::TargetVersion)
+                            .cloned()
+                            .flatten()
+                            .as_deref()
+                            == Some(version.as_str())
+                    })?;
+                    Some(Series {
+                        name: format!("{which}: {version}"),
+                        points: group.ttft_cdf.clone(),
+                        phase: None,
+                    })
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let series = Signal::derive(move || series.clone());
+        view! {
+            <div class="table-scroll" tabindex="0" role="region" aria-label="Before and after">
+                <table class="samples results" data-testid="compare-table">
+                    <thead>
+                        <tr>
+                            <th scope="col">{d.title()}</th>
+                            <th scope="col">{format!("TTFT p50, {b}")}</th>
+                            <th scope="col">{format!("TTFT p50, {a}")}</th>
+                            <th scope="col">"Change"</th>
+                        </tr>
+                    </thead>
+                    <tbody>{rows}</tbody>
+                </table>
+            </div>
+            <p class="status">"“Faster” and “slower” mean the two intervals do not overlap; otherwise the difference may be noise."</p>
+            <CdfChart series=series label="Each version's requests, all groups together" />
+        }
+        .into_any()
+    };
+
+    view! {
+        <section class="card" aria-labelledby="compare-title">
+            <h2 id="compare-title">"Before and after"</h2>
+            <form class="setup" on:submit=compare>
+                <label>
+                    <span>"Target"</span>
+                    <input type="text" placeholder="any" data-testid="compare-target" bind:value=target />
+                </label>
+                <label>
+                    <span>"Before (version)"</span>
+                    <input type="text" data-testid="compare-before" bind:value=before />
+                </label>
+                <label>
+                    <span>"After (version)"</span>
+                    <input type="text" data-testid="compare-after" bind:value=after />
+                </label>
+                <label>
+                    <span>"Split by"</span>
+                    <select data-testid="compare-split" on:change=move |ev| {
+                        if let Some(d) = Dimension::from_name(&event_target_value(&ev)) { split.set(d) }
+                    }>
+                        {Dimension::ALL.into_iter().filter(|d| *d != Dimension::TargetVersion).map(|d| view! {
+                            <option value=d.name() selected=move || split.get() == d>{d.title()}</option>
+                        }).collect::<Vec<_>>()}
+                    </select>
+                </label>
+                <label class="check">
+                    <input type="checkbox" bind:checked=include_demo />
+                    "Include demo runs"
+                </label>
+                <div class="actions wide">
+                    <button type="submit" class="primary" data-testid="compare-button">"Compare"</button>
+                </div>
+                <Show when=move || error.with(Option::is_some)>
+                    <p class="error wide" role="alert">{move || error.get()}</p>
+                </Show>
+            </form>
+            {table}
+        </section>
+    }
+}

@@ -1,0 +1,211 @@
+//! One run as the page sees it: the engine started in its worker, samples applied to the
+//! page at most once per animation frame, progress, cancel, and the record at the end.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use firsttoken_core::schema::{RecordParts, run_id_from_random};
+use firsttoken_core::{NetworkLabel, Plan, Run, Sample};
+use leptos::prelude::*;
+use wasm_bindgen::prelude::*;
+
+use crate::browser;
+use crate::engine::{Engine, FromEngine, Placement, Progress, Scope};
+
+/// Where the run is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    Idle,
+    Running,
+    Finished {
+        cancelled: bool,
+    },
+    /// The run finished but its record is not valid (a bug or a broken clock).
+    Invalid(String),
+}
+
+/// A run's state, as signals the page draws from.
+#[derive(Debug, Clone, Copy)]
+pub struct Session {
+    pub samples: RwSignal<Vec<Sample>>,
+    pub progress: RwSignal<Option<Progress>>,
+    pub status: RwSignal<Status>,
+    pub record: RwSignal<Option<Run>>,
+    /// `performance.now()` when the run started, for the time left.
+    pub started: RwSignal<f64>,
+    engine: StoredValue<Option<Engine>, LocalStorage>,
+}
+
+/// Applies incoming samples to the page at most once per animation frame: a burst of
+/// results (a concurrency batch) is one redraw, and the charts never redraw per token.
+#[derive(Clone)]
+struct FrameBatch {
+    pending: Rc<RefCell<Vec<Sample>>>,
+    scheduled: Rc<RefCell<bool>>,
+    samples: RwSignal<Vec<Sample>>,
+}
+
+impl FrameBatch {
+    fn push(&self, sample: Sample) {
+        self.pending.borrow_mut().push(sample);
+        if self.scheduled.replace(true) {
+            return;
+        }
+        let this = self.clone();
+        let frame = Closure::once_into_js(move || this.flush());
+        if let Some(window) = web_sys::window() {
+            let _ = window.request_animation_frame(frame.unchecked_ref());
+        }
+    }
+
+    /// Applies what is pending now (a hidden page gets no animation frames).
+    fn flush(&self) {
+        self.scheduled.replace(false);
+        let pending: Vec<Sample> = self.pending.borrow_mut().drain(..).collect();
+        if !pending.is_empty() {
+            self.samples.update(|s| s.extend(pending));
+        }
+    }
+}
+
+/// Whether the page's address has `key=value` in its query: the diagnostics
+/// `cargo xtask bench` uses (`engine=page`, `charts=off`).
+pub fn query_has(pair: &str) -> bool {
+    web_sys::window()
+        .and_then(|w| w.location().search().ok())
+        .unwrap_or_default()
+        .trim_start_matches('?')
+        .split('&')
+        .any(|kv| kv == pair)
+}
+
+/// The engine runs in its worker unless the page's address asks for `engine=page`, a
+/// diagnostic for comparing the two.
+fn placement() -> Placement {
+    if query_has("engine=page") {
+        Placement::Page
+    } else {
+        Placement::Worker
+    }
+}
+
+fn page_hidden() -> bool {
+    web_sys::window()
+        .and_then(|w| w.document())
+        .is_some_and(|d| d.hidden())
+}
+
+impl Session {
+    /// A session that tells its engine when the page is hidden (browsers throttle hidden
+    /// pages, and the run records it).
+    pub fn new() -> Self {
+        let session = Self {
+            samples: RwSignal::new(Vec::new()),
+            progress: RwSignal::new(None),
+            status: RwSignal::new(Status::Idle),
+            record: RwSignal::new(None),
+            started: RwSignal::new(0.0),
+            engine: StoredValue::new_local(None),
+        };
+        let engine = session.engine;
+        let on_visibility = Closure::<dyn FnMut()>::new(move || {
+            engine.with_value(|e| {
+                if let Some(e) = e {
+                    e.set_hidden(page_hidden());
+                }
+            });
+        });
+        if let Some(document) = web_sys::window().and_then(|w| w.document()) {
+            let _ = document.add_event_listener_with_callback(
+                "visibilitychange",
+                on_visibility.as_ref().unchecked_ref(),
+            );
+        }
+        on_visibility.forget();
+        session
+    }
+
+    pub fn running(&self) -> bool {
+        self.status.get() == Status::Running
+    }
+
+    /// Starts `plan`; `on_record` gets the run's valid record when it ends.
+    pub fn start(&self, plan: Plan, network: NetworkLabel, on_record: impl Fn(Run) + 'static) {
+        let this = *self;
+        this.samples.set(Vec::new());
+        this.record.set(None);
+        this.progress.set(None);
+        this.status.set(Status::Running);
+        let scope = Scope::current();
+        this.started.set(scope.performance().now());
+        let run_id = run_id_from_random(scope.random_bytes());
+        let started_at_ms = browser::unix_now_ms();
+        let batch = FrameBatch {
+            pending: Rc::default(),
+            scheduled: Rc::default(),
+            samples: this.samples,
+        };
+        let recorded_plan = plan.clone();
+        let record_id = run_id.clone();
+        let on_message = move |message: FromEngine| match message {
+            FromEngine::Ready => {}
+            FromEngine::Progress(progress) => this.progress.set(Some(progress)),
+            FromEngine::Sample(sample) => batch.push(*sample),
+            FromEngine::Finished(finished) => {
+                batch.flush();
+                let run = RecordParts {
+                    run_id: record_id.clone(),
+                    started_at_ms,
+                    app_version: env!("CARGO_PKG_VERSION"),
+                    plan: &recorded_plan,
+                    client: browser::client(network),
+                    engine: finished.engine,
+                    demo: &finished.demo,
+                    samples: this.samples.get_untracked(),
+                }
+                .into_run();
+                let status = if run.samples.is_empty() {
+                    Status::Finished {
+                        cancelled: finished.cancelled,
+                    }
+                } else {
+                    match run.validate() {
+                        Ok(()) => {
+                            this.record.set(Some(run.clone()));
+                            on_record(run);
+                            Status::Finished {
+                                cancelled: finished.cancelled,
+                            }
+                        }
+                        Err(e) => Status::Invalid(e.to_string()),
+                    }
+                };
+                this.status.set(status);
+                // The run is over: let the worker go, once this message handler (which
+                // the worker owns) has returned.
+                leptos::task::spawn_local(async move { this.engine.set_value(None) });
+            }
+        };
+        this.engine.set_value(Some(Engine::start(
+            plan,
+            run_id,
+            page_hidden(),
+            placement(),
+            on_message,
+        )));
+    }
+
+    pub fn cancel(&self) {
+        self.engine.with_value(|e| {
+            if let Some(e) = e {
+                e.cancel();
+            }
+        });
+    }
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,318 @@
+//! Uploads that never lose a run (DESIGN.md, "Uploads that lose nothing"). A finished run
+//! the user chose to send is written to IndexedDB before anything is sent; it is sent with
+//! its run id (the collector stores a run id once), retried with backoff while the page is
+//! open, resumed on the next visit, and offered once more when the page goes away
+//! (`pagehide`). Sent is only what the collector confirmed.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use js_sys::{Array, Promise};
+use leptos::prelude::*;
+use leptos::task::spawn_local;
+use serde::{Deserialize, Serialize};
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{IdbDatabase, IdbRequest, IdbTransactionMode, IdbVersionChangeEvent};
+
+use crate::browser::js_error_text;
+use crate::collector::{self, Failure};
+use crate::engine::Scope;
+
+const DATABASE: &str = "firsttoken";
+const STORE: &str = "uploads";
+/// Backoff between attempts: doubling from 1 s, at most a minute.
+const FIRST_RETRY_MS: u32 = 1_000;
+const LAST_RETRY_MS: u32 = 60_000;
+/// `keepalive` requests (the page is going away) may carry at most 64 KiB.
+const KEEPALIVE_MAX_BYTES: usize = 60_000;
+
+/// One run to upload, as kept in IndexedDB.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub run_id: String,
+    /// What the study was called, to show in the list.
+    pub title: String,
+    /// The collector's runs endpoint, absolute.
+    pub collector: String,
+    /// The run record, as JSON: exactly what is sent.
+    pub record: String,
+    pub state: State,
+    pub attempts: u32,
+    pub last_error: Option<String>,
+    /// When it was saved (Unix ms), to order the list.
+    pub saved_at_ms: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum State {
+    /// Saved here, not yet confirmed by the collector.
+    Pending,
+    /// The collector confirmed it. The delete token comes only with the first answer.
+    Sent {
+        url: String,
+        delete_token: Option<String>,
+    },
+    /// The collector refused it for good (the record breaks a rule); it is not retried.
+    Refused { reason: String },
+}
+
+/// The IndexedDB object store of uploads, keyed by run id.
+struct Store {
+    db: IdbDatabase,
+}
+
+/// Resolves when an IndexedDB request succeeds, with its result.
+async fn finished(request: &IdbRequest) -> Result<JsValue, String> {
+    let promise = Promise::new(&mut |resolve, reject| {
+        let ok = request.clone();
+        request.set_onsuccess(Some(
+            Closure::once_into_js(move || {
+                let _ = resolve.call1(&JsValue::NULL, &ok.result().unwrap_or(JsValue::UNDEFINED));
+            })
+            .unchecked_ref(),
+        ));
+        let failed = request.clone();
+        request.set_onerror(Some(
+            Closure::once_into_js(move || {
+                let error = failed
+                    .error()
+                    .ok()
+                    .flatten()
+                    .map_or(JsValue::NULL, JsValue::from);
+                let _ = reject.call1(&JsValue::NULL, &error);
+            })
+            .unchecked_ref(),
+        ));
+    });
+    JsFuture::from(promise).await.map_err(|e| js_error_text(&e))
+}
+
+impl Store {
+    async fn open() -> Result<Self, String> {
+        let factory = web_sys::window()
+            .and_then(|w| w.indexed_db().ok().flatten())
+            .ok_or("this browser keeps no IndexedDB here (private mode may turn it off)")?;
+        let request = factory
+            .open_with_u32(DATABASE, 1)
+            .map_err(|e| js_error_text(&e))?;
+        let upgrading = request.clone();
+        request.set_onupgradeneeded(Some(
+            Closure::once_into_js(move |_: IdbVersionChangeEvent| {
+                if let Ok(db) = upgrading.result().and_then(|r| r.dyn_into::<IdbDatabase>())
+                    && !db.object_store_names().contains(STORE)
+                {
+                    let _ = db.create_object_store(STORE);
+                }
+            })
+            .unchecked_ref(),
+        ));
+        let db = finished(&request)
+            .await?
+            .dyn_into::<IdbDatabase>()
+            .map_err(|_| "not a database")?;
+        Ok(Self { db })
+    }
+
+    async fn put(&self, entry: &Entry) -> Result<(), String> {
+        let json = serde_json::to_string(entry).map_err(|e| e.to_string())?;
+        let tx = self
+            .db
+            .transaction_with_str_and_mode(STORE, IdbTransactionMode::Readwrite)
+            .map_err(|e| js_error_text(&e))?;
+        let store = tx.object_store(STORE).map_err(|e| js_error_text(&e))?;
+        let request = store
+            .put_with_key(&JsValue::from_str(&json), &JsValue::from_str(&entry.run_id))
+            .map_err(|e| js_error_text(&e))?;
+        finished(&request).await.map(|_| ())
+    }
+
+    async fn all(&self) -> Result<Vec<Entry>, String> {
+        let tx = self
+            .db
+            .transaction_with_str(STORE)
+            .map_err(|e| js_error_text(&e))?;
+        let store = tx.object_store(STORE).map_err(|e| js_error_text(&e))?;
+        let values: Array = finished(&store.get_all().map_err(|e| js_error_text(&e))?)
+            .await?
+            .unchecked_into();
+        Ok(values
+            .iter()
+            .filter_map(|v| v.as_string())
+            .filter_map(|json| serde_json::from_str(&json).ok())
+            .collect())
+    }
+}
+
+/// The page's uploads: the list the page shows, and the machinery that sends them.
+#[derive(Clone)]
+pub struct Uploads {
+    inner: Rc<Inner>,
+    /// Every upload kept here, newest first.
+    pub entries: RwSignal<Vec<Entry>>,
+}
+
+impl std::fmt::Debug for Uploads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Uploads").finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    store: RefCell<Option<Rc<Store>>>,
+    /// Why there is no store, when there is none.
+    unavailable: RefCell<Option<String>>,
+    sending: Cell<bool>,
+    retry_ms: Cell<u32>,
+    retry: RefCell<Option<crate::engine::scope::Timeout>>,
+}
+
+thread_local! {
+    static UPLOADS: RefCell<Option<Uploads>> = const { RefCell::new(None) };
+}
+
+impl Uploads {
+    /// The page's uploads; the first call opens the store, resumes what an earlier visit
+    /// left pending, and offers pending runs again when the page goes away.
+    pub fn get() -> Uploads {
+        if let Some(uploads) = UPLOADS.with(|u| u.borrow().clone()) {
+            return uploads;
+        }
+        let uploads = Uploads {
+            inner: Rc::new(Inner {
+                store: RefCell::new(None),
+                unavailable: RefCell::new(None),
+                sending: Cell::new(false),
+                retry_ms: Cell::new(FIRST_RETRY_MS),
+                retry: RefCell::new(None),
+            }),
+            entries: RwSignal::new(Vec::new()),
+        };
+        UPLOADS.with(|u| *u.borrow_mut() = Some(uploads.clone()));
+        let opening = uploads.clone();
+        spawn_local(async move {
+            match Store::open().await {
+                Ok(store) => {
+                    let mut entries = store.all().await.unwrap_or_default();
+                    entries.sort_by(|a, b| b.saved_at_ms.total_cmp(&a.saved_at_ms));
+                    opening.entries.set(entries);
+                    *opening.inner.store.borrow_mut() = Some(Rc::new(store));
+                    opening.send_pending();
+                }
+                Err(why) => *opening.inner.unavailable.borrow_mut() = Some(why),
+            }
+        });
+        uploads.flush_on_pagehide();
+        uploads
+    }
+
+    /// Why runs cannot be kept on this device, if they cannot.
+    pub fn unavailable(&self) -> Option<String> {
+        self.inner.unavailable.borrow().clone()
+    }
+
+    /// Keeps `entry` (pending) and sends it. Saved first: a run is never only in flight.
+    pub async fn add(&self, entry: Entry) -> Result<(), String> {
+        let store = self.wait_for_store().await?;
+        store.put(&entry).await?;
+        self.entries.update(|all| {
+            all.retain(|e| e.run_id != entry.run_id);
+            all.insert(0, entry);
+        });
+        self.inner.retry_ms.set(FIRST_RETRY_MS);
+        self.send_pending();
+        Ok(())
+    }
+
+    async fn wait_for_store(&self) -> Result<Rc<Store>, String> {
+        for _ in 0..100 {
+            if let Some(store) = self.inner.store.borrow().clone() {
+                return Ok(store);
+            }
+            if let Some(why) = self.unavailable() {
+                return Err(why);
+            }
+            Scope::current().sleep(50).await;
+        }
+        Err("the browser's storage did not open".into())
+    }
+
+    /// Sends every pending run, one after another; schedules another round with backoff
+    /// while any stays pending.
+    pub fn send_pending(&self) {
+        if self.inner.sending.replace(true) {
+            return;
+        }
+        let this = self.clone();
+        spawn_local(async move {
+            let pending: Vec<Entry> = this
+                .entries
+                .get_untracked()
+                .into_iter()
+                .filter(|e| e.state == State::Pending)
+                .collect();
+            let mut still_pending = false;
+            for mut entry in pending {
+                entry.attempts += 1;
+                match collector::upload_record(&Scope::current(), &entry.collector, &entry.record)
+                    .await
+                {
+                    Ok(stored) => {
+                        entry.state = State::Sent {
+                            url: stored.absolute_url(&entry.collector),
+                            delete_token: stored.delete_token,
+                        };
+                        entry.last_error = None;
+                    }
+                    Err(Failure::Refused(reason)) => entry.state = State::Refused { reason },
+                    Err(Failure::Retry(why)) => {
+                        entry.last_error = Some(why);
+                        still_pending = true;
+                    }
+                }
+                let store = this.inner.store.borrow().clone();
+                if let Some(store) = store {
+                    let _ = store.put(&entry).await;
+                }
+                this.entries.update(|all| {
+                    if let Some(e) = all.iter_mut().find(|e| e.run_id == entry.run_id) {
+                        *e = entry.clone();
+                    }
+                });
+            }
+            this.inner.sending.set(false);
+            if still_pending {
+                let wait = this.inner.retry_ms.get();
+                this.inner.retry_ms.set((wait * 2).min(LAST_RETRY_MS));
+                let again = this.clone();
+                *this.inner.retry.borrow_mut() =
+                    Some(Scope::current().timeout(wait, move || again.send_pending()));
+            } else {
+                this.inner.retry_ms.set(FIRST_RETRY_MS);
+            }
+        });
+    }
+
+    /// When the page goes away, pending runs are offered once more as `keepalive`
+    /// requests, which the browser finishes after the page is gone. Whatever the outcome,
+    /// they stay pending here until a later visit hears the collector confirm them.
+    fn flush_on_pagehide(&self) {
+        let entries = self.entries;
+        let on_pagehide = Closure::<dyn FnMut()>::new(move || {
+            for entry in entries
+                .get_untracked()
+                .iter()
+                .filter(|e| e.state == State::Pending)
+            {
+                if entry.record.len() <= KEEPALIVE_MAX_BYTES {
+                    collector::send_keepalive(&entry.collector, &entry.record);
+                }
+            }
+        });
+        if let Some(window) = web_sys::window() {
+            let _ = window
+                .add_event_listener_with_callback("pagehide", on_pagehide.as_ref().unchecked_ref());
+        }
+        on_pagehide.forget();
+    }
+}

@@ -1,0 +1,38 @@
+//! firsttoken's automation. `cargo xtask run` builds everything and starts the server;
+//! `cargo xtask test` runs every check CI runs. Both install what is missing first.
+
+mod bench;
+mod run;
+mod shell;
+mod test;
+mod tools;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "firsttoken's automation", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Install what is missing, build the app and start the server on http://127.0.0.1:8080
+    Run(run::Args),
+    /// Formatting, clippy, native tests, browser tests in headless Chromium, end-to-end tests
+    Test(test::Args),
+    /// Benchmarks that print figures: first visit, engine bias, collector under load
+    Bench,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    // Every path below is relative to the workspace root, wherever cargo was called from.
+    std::env::set_current_dir(shell::workspace_root())?;
+    match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Test(args) => test::test(args),
+        Command::Bench => bench::bench(),
+    }
+}

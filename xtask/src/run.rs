@@ -1,0 +1,80 @@
+//! `cargo xtask run`: install what is missing, build the app and the server in release,
+//! and serve both on http://127.0.0.1:8080 until Ctrl-C.
+
+use std::process::Command;
+
+use anyhow::{Context, bail};
+
+use crate::shell::{self, Steps, cargo};
+use crate::tools;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address the server listens on
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: String,
+    /// Where runs are stored (a SQLite file by default)
+    #[arg(
+        long,
+        env = "DATABASE_URL",
+        default_value = "sqlite://data/firsttoken.db"
+    )]
+    database_url: String,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut steps = Steps::default();
+    steps.step("install missing tools", tools::ensure_build_tools)?;
+    steps.step("build the app (trunk build --release)", build_app)?;
+    steps.step("build the server (release)", || {
+        shell::run(cargo().args(["build", "--release", "--package", "firsttoken-server"]))
+    })?;
+    steps.report();
+
+    println!(
+        "\nStarting firsttoken on http://{listen}/\n  \
+         the app:         http://{listen}/\n  \
+         the demo target: POST http://{listen}/v1/chat/completions\n  \
+         the collector:   http://{listen}/api/v1/runs (stored in {db})\n\
+         Stop it with Ctrl-C.\n",
+        listen = args.listen,
+        db = args.database_url,
+    );
+    let mut child = Command::new(shell::workspace_root().join("target/release/firsttoken-server"))
+        .args([
+            "--listen",
+            &args.listen,
+            "--database-url",
+            &args.database_url,
+            "--static-dir",
+            "dist",
+        ])
+        .spawn()
+        .context("cannot start the server")?;
+    // Ctrl-C in a terminal reaches the server too and it shuts down gracefully; a SIGINT
+    // sent to xtask alone is passed on. Either way xtask waits for the server to finish.
+    let pid = child.id().to_string();
+    ctrlc::set_handler(move || {
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+    })
+    .context("cannot install the Ctrl-C handler")?;
+    let status = child.wait().context("waiting for the server")?;
+    if !status.success() {
+        bail!("the server stopped: {status}");
+    }
+    println!("firsttoken stopped.");
+    Ok(())
+}
+
+/// `trunk build --release` into `dist/`, offline, with the wasm-opt xtask installed.
+pub fn build_app() -> anyhow::Result<()> {
+    // Trunk is offline and passes --offline to cargo: the crates must be here first.
+    shell::run(cargo().args(["fetch", "--quiet"]))?;
+    shell::run(
+        Command::new("trunk")
+            .args(["build", "--release"])
+            .env("PATH", tools::path_with_tools())
+            .env("TRUNK_SKIP_VERSION_CHECK", "true")
+            .env("NO_COLOR", "true"),
+    )
+}

@@ -1,0 +1,154 @@
+//! `cargo xtask test`: everything CI checks, in order, each step timed. Installs what is
+//! missing and starts what the tests need (a server for the browser tests).
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use anyhow::{Context, bail};
+
+use crate::run::build_app;
+use crate::shell::{self, Steps, cargo};
+use crate::tools;
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn test(_args: Args) -> anyhow::Result<()> {
+    let mut steps = Steps::default();
+    let result = all(&mut steps);
+    steps.report();
+    if result.is_ok() {
+        println!("\nAll checks passed.");
+    }
+    result
+}
+
+fn all(steps: &mut Steps) -> anyhow::Result<()> {
+    steps.step("install missing tools", tools::ensure_for_browser)?;
+    steps.step("PostgreSQL for the storage tests", tools::ensure_postgres)?;
+    steps.step("formatting (cargo fmt --check)", || {
+        shell::run(cargo().args(["fmt", "--all", "--", "--check"]))
+    })?;
+    steps.step("clippy, native, warnings denied", || {
+        shell::run(cargo().args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    steps.step("clippy, the app for wasm32, warnings denied", || {
+        shell::run(cargo().args([
+            "clippy",
+            "--package",
+            "firsttoken",
+            "--target",
+            "wasm32-unknown-unknown",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]))
+    })?;
+    steps.step("native tests", || {
+        shell::run(cargo().args(["test", "--workspace", "--no-fail-fast"]))
+    })?;
+    steps.step("browser tests in headless Chromium", browser_tests)?;
+    steps.step("build the app (trunk build --release)", build_app)?;
+    steps.step("end-to-end tests in headless Chromium", || {
+        shell::run(
+            cargo()
+                .args([
+                    "test",
+                    "--package",
+                    "firsttoken-e2e",
+                    "--features",
+                    "browser",
+                ])
+                .env("CHROMEDRIVER", tools::CHROMEDRIVER),
+        )
+    })?;
+    Ok(())
+}
+
+/// The wasm-bindgen tests in `tests/`, run by wasm-bindgen-test-runner in headless
+/// Chromium (flags from `webdriver.json`), against a real server this starts first.
+fn browser_tests() -> anyhow::Result<()> {
+    shell::run(cargo().args(["build", "--package", "firsttoken-server"]))?;
+    let server = ServerProcess::start()?;
+    println!("  test server: {}", server.url);
+    shell::run(
+        cargo()
+            .args([
+                "test",
+                "--package",
+                "firsttoken",
+                "--target",
+                "wasm32-unknown-unknown",
+                "--test",
+                "browser",
+            ])
+            .env(
+                "CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER",
+                "wasm-bindgen-test-runner",
+            )
+            .env("CHROMEDRIVER", tools::CHROMEDRIVER)
+            .env("WASM_BINDGEN_TEST_TIMEOUT", "120")
+            // Read at compile time by the tests (option_env!): they cannot start a server.
+            .env("FIRSTTOKEN_TEST_SERVER", &server.url),
+    )
+}
+
+/// The debug server binary on a free port with its own SQLite file; killed when dropped.
+struct ServerProcess {
+    child: Child,
+    url: String,
+    data: PathBuf,
+}
+
+impl ServerProcess {
+    fn start() -> anyhow::Result<Self> {
+        let data =
+            std::env::temp_dir().join(format!("firsttoken-browser-tests-{}", std::process::id()));
+        std::fs::create_dir_all(&data)?;
+        let mut child =
+            Command::new(shell::workspace_root().join("target/debug/firsttoken-server"))
+                .args(["--listen", "127.0.0.1:0", "--static-dir", "dist"])
+                .arg("--database-url")
+                .arg(format!("sqlite://{}", data.join("runs.db").display()))
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::piped())
+                .spawn()
+                .context("cannot start target/debug/firsttoken-server")?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let url = loop {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(url) = line.strip_prefix("firsttoken is running at ") {
+                        break url.trim_end_matches('/').to_owned();
+                    }
+                }
+                _ => {
+                    let _ = child.kill();
+                    bail!("the test server exited before saying where it listens");
+                }
+            }
+        };
+        // Keep draining its output so it can never block on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(Self { child, url, data })
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.data);
+    }
+}
