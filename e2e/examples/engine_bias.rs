@@ -212,13 +212,20 @@ async fn run_in_app(
     } else {
         format!("?{}", query.join("&"))
     };
+    // Two cases can share a URL, and navigating to the page's own URL with a fragment
+    // would only scroll: leave the page first so each case loads the app afresh.
+    driver.goto("about:blank").await?;
     driver
         .goto(server.url(&format!("/run{query}#{}", study.to_fragment())))
         .await?;
-    driver
+    if let Err(e) = driver
         .query(By::Css("[data-testid=start-button]"))
         .first()
-        .await?;
+        .await
+    {
+        let text = driver.find(By::Css("body")).await?.text().await?;
+        anyhow::bail!("no Start button on the study page ({e}); the page says:\n{text}");
+    }
     if ui == Ui::ChartsAndBusy {
         driver.execute(BUSY, Vec::new()).await?;
     }
