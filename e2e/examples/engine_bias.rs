@@ -218,14 +218,9 @@ async fn run_in_app(
     driver
         .goto(server.url(&format!("/run{query}#{}", study.to_fragment())))
         .await?;
-    if let Err(e) = driver
-        .query(By::Css("[data-testid=start-button]"))
-        .first()
-        .await
-    {
-        let text = driver.find(By::Css("body")).await?.text().await?;
-        anyhow::bail!("no Start button on the study page ({e}); the page says:\n{text}");
-    }
+    browser
+        .wait_for_count("[data-testid=start-button]", 1, Duration::from_secs(30))
+        .await?;
     if ui == Ui::ChartsAndBusy {
         driver.execute(BUSY, Vec::new()).await?;
     }
