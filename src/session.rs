@@ -20,7 +20,8 @@ pub enum Status {
     Finished {
         cancelled: bool,
     },
-    /// The run finished but its record is not valid (a bug or a broken clock).
+    /// The run finished but its record is not valid (a bug or a broken clock): it can be
+    /// read and downloaded, not uploaded.
     Invalid(String),
 }
 
@@ -153,7 +154,7 @@ impl Session {
             FromEngine::Sample(sample) => batch.push(*sample),
             FromEngine::Finished(finished) => {
                 batch.flush();
-                let run = RecordParts {
+                let mut run = RecordParts {
                     run_id: record_id.clone(),
                     started_at_ms,
                     app_version: env!("CARGO_PKG_VERSION"),
@@ -164,14 +165,20 @@ impl Session {
                     samples: this.samples.get_untracked(),
                 }
                 .into_run();
+                // Anything odd a server sent is dropped (and counted) here at the latest,
+                // so one strange value cannot cost the user the run they sat through.
+                run.clean();
                 let status = if run.samples.is_empty() {
                     Status::Finished {
                         cancelled: finished.cancelled,
                     }
                 } else {
-                    match run.validate() {
+                    let valid = run.validate();
+                    // Kept either way: a record the collector would refuse can still be
+                    // read on the page and downloaded.
+                    this.record.set(Some(run.clone()));
+                    match valid {
                         Ok(()) => {
-                            this.record.set(Some(run.clone()));
                             on_record(run);
                             Status::Finished {
                                 cancelled: finished.cancelled,

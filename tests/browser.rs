@@ -9,12 +9,14 @@
 
 use firsttoken::collector;
 use firsttoken::engine::{
-    Controls, FromEngine, Measured, RequestSpec, RunContext, Scope, measure, run_plan,
+    Controls, FromEngine, Measured, RequestSpec, RunContext, Scope, fresh_base, measure, run_plan,
+    timing,
 };
 use firsttoken_core::outcome::Position;
 use firsttoken_core::plan::{PhasePlan, Scenario, TargetPlan};
-use firsttoken_core::schema::{Client, EngineReport, RecordParts, run_id_from_random};
-use firsttoken_core::stats::{Concurrency, concurrency_degradation};
+use firsttoken_core::report::RunReport;
+use firsttoken_core::schema::{Client, RecordParts, Run, run_id_from_random};
+use firsttoken_core::stats::Concurrency;
 use firsttoken_core::{Dialect, ErrorClass, Phase, Plan, Sample};
 use wasm_bindgen_test::*;
 
@@ -52,16 +54,31 @@ fn spec(url: String) -> RequestSpec {
         dialect: Dialect::OpenaiChat,
         timings_pointer: Some("/server_timings".into()),
         timeout_ms: 10_000,
+        stall_ms: None,
     }
 }
 
+/// One request outside any plan, with its Resource Timing read as the runner reads it.
 async fn measure_one(spec: &RequestSpec) -> Measured {
     let scope = Scope::current();
     let context = RunContext {
         run_start: scope.performance().now(),
         ..RunContext::default()
     };
-    measure(&scope, spec, Position::default(), &context).await
+    let mut m = measure(&scope, spec, Position::default(), &context).await;
+    let requested = [timing::Requested {
+        name: m.timing_name.as_deref(),
+        t0: m.t0,
+        completed: m.completed,
+    }];
+    let [(conn, server_timing)]: [timing::Timing; 1] = timing::read_batch(&scope, &requested)
+        .await
+        .try_into()
+        .expect("one request, one answer");
+    m.sample.conn = conn;
+    m.sample.server_timing = server_timing;
+    timing::clear(&scope.performance());
+    m
 }
 
 async fn sample_of(query: &str) -> Sample {
@@ -74,49 +91,54 @@ fn target(label: &str, url: String) -> TargetPlan {
     target
 }
 
+/// The run id every plan here runs under: it numbers the fresh host names.
+const RUN_ID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
 /// Runs a plan on this page and returns its samples and how it finished.
 async fn run(plan: &Plan) -> (Vec<Sample>, firsttoken::engine::Finished) {
     plan.validate().expect("a valid plan");
     let mut finished = None;
-    let samples = run_plan(
-        &Scope::current(),
-        plan,
-        "0f8fad5b-d9cb-469f-a165-70867728950e",
-        &Controls::default(),
-        |m| {
-            if let FromEngine::Finished(f) = m {
-                finished = Some(f);
-            }
-        },
-    )
+    let samples = run_plan(&Scope::current(), plan, RUN_ID, &Controls::default(), |m| {
+        if let FromEngine::Finished(f) = m {
+            finished = Some(f);
+        }
+    })
     .await;
     (samples, finished.expect("the run finished"))
 }
 
-/// The demo sends its first token 300 ms after the request arrives. On loopback the
-/// browser must see it no sooner, and not much later: the first request pays for the
-/// connection and the CORS preflight, and still gets well under 200 ms of overhead.
+/// The demo sends its first token 300 ms after the request arrives and the last one
+/// 3 × 80 ms later. On loopback the browser must see the first no sooner and not much
+/// later (the first request pays for the connection and the CORS preflight, and still
+/// gets well under 120 ms of overhead), and the last one that much after it: an engine
+/// that stamped every event when the stream ended would fail both.
 #[wasm_bindgen_test]
 async fn ttft_on_loopback_is_the_configured_delay_and_little_more() {
     const DELAY_MS: f64 = 300.0;
-    let spec = spec(demo("first_token_ms=300&itl_ms=10&tokens=8"));
+    const GAP_MS: f64 = 80.0;
+    let spec = spec(demo("first_token_ms=300&itl_ms=80&tokens=4"));
     for index in 0..3 {
         let Measured { sample, demo, .. } = measure_one(&spec).await;
         assert_eq!((sample.status, sample.error), (200, None), "{sample:?}");
         let ttft = sample.ttft_ms.expect("an answer arrived");
         assert!(
-            (DELAY_MS..DELAY_MS + 200.0).contains(&ttft),
-            "request {index}: TTFT {ttft} ms is outside [{DELAY_MS}, {DELAY_MS} + 200)"
+            (DELAY_MS..DELAY_MS + 120.0).contains(&ttft),
+            "request {index}: TTFT {ttft} ms is outside [{DELAY_MS}, {DELAY_MS} + 120)"
         );
         // The role-only first chunk arrives at once and is not a token.
-        assert!(sample.ttfb_ms.expect("bytes") < ttft);
-        assert_eq!(sample.output_chunks, 8);
-        assert_eq!(sample.usage.and_then(|u| u.output_tokens), Some(8));
-        assert_eq!(sample.itl_ms.len(), 7);
+        assert!(sample.ttfb_ms.expect("bytes") < ttft - 200.0, "{sample:?}");
+        let last = sample.last_token_ms.expect("tokens");
+        // The gaps are on an absolute schedule from the request's arrival; a late first
+        // token can only shorten the first gap, by less than the 120 ms allowed above.
+        assert!(
+            last - ttft > 3.0 * GAP_MS - 120.0 && last >= DELAY_MS + 3.0 * GAP_MS,
+            "request {index}: first token {ttft} ms, last {last} ms"
+        );
+        assert_eq!(sample.output_chunks, 4);
+        assert_eq!(sample.usage.and_then(|u| u.output_tokens), Some(4));
+        assert_eq!(sample.itl_ms.len(), 3);
         assert!(sample.done);
-        // The last token is due 7 × 10 ms after the first, counted from the request's
-        // arrival: a lower bound only (the gap between two readings can be shorter).
-        assert!(sample.e2e_ms.expect("read to the end") >= DELAY_MS + 7.0 * 10.0);
+        assert!(sample.e2e_ms.expect("read to the end") >= last);
         assert!(demo, "the demo target says its numbers are simulated");
     }
 }
@@ -187,6 +209,11 @@ async fn each_fault_gets_its_class_and_keeps_what_was_measured() {
             200,
             ErrorClass::Stream,
         ),
+        (
+            "fault=end_mid_stream&first_token_ms=5&itl_ms=5&tokens=6&fault_after=3",
+            200,
+            ErrorClass::Truncated,
+        ),
     ];
     for (query, status, class) in cases {
         let s = sample_of(query).await;
@@ -199,6 +226,15 @@ async fn each_fault_gets_its_class_and_keeps_what_was_measured() {
             );
         }
     }
+    // A clean end before any answer: cut off, with no first token.
+    let s =
+        sample_of("fault=end_mid_stream&first_token_ms=5&itl_ms=5&tokens=6&fault_after=0").await;
+    assert_eq!(
+        (s.error, s.ttft_ms),
+        (Some(ErrorClass::Truncated), None),
+        "{s:?}"
+    );
+    assert!(s.e2e_ms.is_some(), "the body was read to its end");
     // A stall: tokens, then silence until the timeout.
     let mut stalled = spec(demo(
         "fault=stall&first_token_ms=5&itl_ms=5&tokens=6&fault_after=2",
@@ -208,6 +244,50 @@ async fn each_fault_gets_its_class_and_keeps_what_was_measured() {
     assert_eq!(s.error, Some(ErrorClass::Timeout), "{s:?}");
     assert!(s.ttft_ms.is_some());
     assert_eq!(s.e2e_ms, None);
+}
+
+/// With a stall limit, silence ends a request as stalled long before its timeout, and a
+/// long answer that keeps arriving is not cut short by it.
+#[wasm_bindgen_test]
+async fn a_stall_limit_ends_a_silent_stream_but_not_a_long_one() {
+    let mut stalled = spec(demo(
+        "fault=stall&first_token_ms=5&itl_ms=5&tokens=6&fault_after=2",
+    ));
+    stalled.timeout_ms = 20_000;
+    stalled.stall_ms = Some(1_000);
+    let scope = Scope::current();
+    let started = scope.performance().now();
+    let s = measure_one(&stalled).await.sample;
+    let took = scope.performance().now() - started;
+    assert_eq!(s.error, Some(ErrorClass::Stalled), "{s:?}");
+    assert!(s.ttft_ms.is_some() && s.e2e_ms.is_none(), "{s:?}");
+    assert!(
+        (1_000.0..5_000.0).contains(&took),
+        "stalled after {took} ms, the limit is 1 s and the timeout 20 s"
+    );
+    // 30 tokens 100 ms apart: three seconds in all, never a second without a byte.
+    let mut long = spec(demo("first_token_ms=100&itl_ms=100&tokens=30"));
+    long.stall_ms = Some(1_000);
+    let s = measure_one(&long).await.sample;
+    assert_eq!(s.error, None, "{s:?}");
+    assert!(s.e2e_ms.expect("whole") > 3_000.0);
+}
+
+/// A 429's Retry-After is honoured between requests and recorded, and the wait is in no
+/// latency.
+#[wasm_bindgen_test]
+async fn a_retry_after_is_honoured_and_kept_out_of_every_latency() {
+    let plan = Plan::steady(target("demo", demo("fault=http_429")), 2);
+    let (samples, _) = run(&plan).await;
+    assert_eq!(samples.len(), 2);
+    for s in &samples {
+        assert_eq!((s.status, s.error), (429, Some(ErrorClass::Http)), "{s:?}");
+        assert!(s.e2e_ms.expect("a short answer") < 500.0, "{s:?}");
+    }
+    let waited = samples[0].retry_wait_ms.expect("the demo asks for 1 s");
+    assert!((1_000.0..1_500.0).contains(&waited), "waited {waited} ms");
+    let gap = samples[1].start_ms - (samples[0].start_ms + samples[0].e2e_ms.expect("ended"));
+    assert!(gap >= 1_000.0, "the next request started {gap} ms later");
 }
 
 #[wasm_bindgen_test]
@@ -282,8 +362,9 @@ async fn warm_requests_reuse_the_connection_and_fresh_origins_open_new_ones() {
         .sample
         .conn
         .expect("conn");
-    assert!(
+    assert_eq!(
         conn.reused,
+        Some(true),
         "a warm request reuses its connection: {conn:?}"
     );
     assert!(
@@ -304,7 +385,11 @@ async fn warm_requests_reuse_the_connection_and_fresh_origins_open_new_ones() {
         // The request is cross-origin with a JSON body: its CORS preflight opened the new
         // connection, so Resource Timing shows the request itself on a reused one. Only
         // the port the server saw tells the two apart.
-        assert!(conn.reused, "the preflight opened the connection: {conn:?}");
+        assert_eq!(
+            conn.reused,
+            Some(true),
+            "the preflight opened the connection: {conn:?}"
+        );
         fresh_ports.push(m.client_port.expect("port"));
     }
     fresh_ports.dedup();
@@ -396,8 +481,31 @@ async fn every_phase_of_a_plan_runs_and_labels_its_samples() {
             .count(),
         3
     );
+    // The cold request waited its idle time, and recorded what it really waited.
     let cold = of(Phase::Cold);
     assert_eq!(cold[0].idle_ms, Some(300));
+    let spent = cold[0].idle_spent_ms.expect("measured");
+    assert!((300.0..1_000.0).contains(&spent), "idle {spent} ms");
+    let before = &samples[cold[0].index as usize - 1];
+    let gap = cold[0].start_ms - (before.start_ms + before.e2e_ms.expect("ended"));
+    assert!(
+        gap >= 300.0,
+        "the cold request started {gap} ms after the one before"
+    );
+    assert!(
+        cold[0]
+            .idle_timer_late_ms
+            .is_some_and(|late| late < 1_000.0)
+    );
+    // Every request that completed has its own Resource Timing entry (the demo sends
+    // Timing-Allow-Origin), the redirect-free probes included.
+    for s in &samples {
+        let conn = s
+            .conn
+            .as_ref()
+            .unwrap_or_else(|| panic!("no Resource Timing: {s:?}"));
+        assert_eq!(conn.protocol.as_deref(), Some("http/1.1"), "{s:?}");
+    }
     let compare = of(Phase::Compare);
     assert_eq!(
         compare.iter().map(|s| s.target).collect::<Vec<_>>(),
@@ -410,11 +518,16 @@ async fn every_phase_of_a_plan_runs_and_labels_its_samples() {
     assert!(finished.engine.timer_ticks > 0, "{:?}", finished.engine);
 
     // The record of this run is valid.
+    record(&plan, samples, &finished);
+}
+
+/// The record of a run made on this page, and its report.
+fn record(plan: &Plan, samples: Vec<Sample>, finished: &firsttoken::engine::Finished) -> Run {
     let run = RecordParts {
         run_id: run_id_from_random(Scope::current().random_bytes()),
         started_at_ms: js_sys::Date::now() as u64,
         app_version: "test",
-        plan: &plan,
+        plan,
         client: Client::default(),
         engine: finished.engine,
         demo: &finished.demo,
@@ -422,56 +535,146 @@ async fn every_phase_of_a_plan_runs_and_labels_its_samples() {
     }
     .into_run();
     run.validate().expect("the engine writes valid records");
+    run
 }
 
-/// TTFTs of a concurrency sweep, per level.
-async fn sweep(query: &str) -> Vec<(u32, Vec<f64>)> {
+/// A concurrency sweep at 1, 3 and 5 at once, read as the report reads it.
+async fn sweep(query: &str) -> RunReport {
     let mut plan = Plan::steady(target("demo", demo(query)), 1);
     plan.phases = vec![PhasePlan::Concurrency {
         levels: vec![1, 3, 5],
-        requests_per_level: 10,
+        requests_per_level: 15,
     }];
-    let (samples, _) = run(&plan).await;
-    [1, 3, 5]
-        .into_iter()
-        .map(|k| {
-            let ttfts = samples
-                .iter()
-                .filter(|s| s.concurrency == k)
-                .map(|s| s.ttft_ms.expect("answered"))
-                .collect();
-            (k, ttfts)
-        })
-        .collect()
+    let (samples, finished) = run(&plan).await;
+    RunReport::of(&record(&plan, samples, &finished))
 }
 
 /// A 1-worker app with a blocking pre-model step serves one request at a time: median TTFT
-/// at c = k grows like (k + 1) / 2. With a worker per request it stays near 1.
+/// at c = k grows like (k + 1) / 2. With a worker per request it stays near 1. Both read
+/// so only because the ratio's interval excludes the other model.
 #[wasm_bindgen_test]
 async fn a_serialized_server_degrades_like_the_serial_model_and_a_parallel_one_does_not() {
-    let serial = concurrency_degradation(
-        &sweep("pre_model_ms=200&first_token_ms=0&itl_ms=1&tokens=2&slots=1&pool=sweep-serial")
-            .await,
-    );
-    for level in &serial[1..] {
+    let serial =
+        sweep("pre_model_ms=200&first_token_ms=0&itl_ms=1&tokens=2&slots=1&pool=sweep-serial")
+            .await;
+    for level in &serial.degradation[1..] {
         let ratio = level.ratio.expect("a level-1 baseline");
         assert!(
-            (ratio - level.serial_model).abs() < 0.35 * level.serial_model,
-            "c={}: ratio {ratio}, serial model {}",
+            (ratio.value - level.serial_model).abs() < 0.35 * level.serial_model,
+            "c={}: ratio {ratio:?}, serial model {}",
             level.level,
             level.serial_model
         );
+        assert!(ratio.low > 1.0, "{level:?}");
         assert_eq!(level.reading(), Some(Concurrency::Serial), "{level:?}");
     }
-    let parallel = concurrency_degradation(
-        &sweep("pre_model_ms=200&first_token_ms=0&itl_ms=1&tokens=2&slots=5&pool=sweep-parallel")
-            .await,
-    );
-    for level in &parallel[1..] {
+    let parallel =
+        sweep("pre_model_ms=200&first_token_ms=0&itl_ms=1&tokens=2&slots=5&pool=sweep-parallel")
+            .await;
+    for level in &parallel.degradation[1..] {
         let ratio = level.ratio.expect("a level-1 baseline");
-        assert!(ratio < 1.3, "c={}: ratio {ratio}", level.level);
+        assert!(ratio.value < 1.3, "c={}: ratio {ratio:?}", level.level);
+        assert!(ratio.high < level.serial_model, "{level:?}");
         assert_eq!(level.reading(), Some(Concurrency::Parallel), "{level:?}");
     }
+}
+
+/// Inside a batch every request has the same URL and starts within a millisecond of the
+/// others; each must still get its own Resource Timing entry. Against a one-at-a-time
+/// server the three requests of a batch wait 0, 1 and 2 turns, so each response's
+/// Server-Timing queue time is its own, and must equal the queue time its own stream
+/// reported.
+#[wasm_bindgen_test]
+async fn each_request_in_a_batch_gets_its_own_resource_timing_entry() {
+    let mut plan = Plan::steady(
+        target(
+            "demo",
+            demo("pre_model_ms=100&first_token_ms=0&itl_ms=1&tokens=2&slots=1&pool=batch-timing"),
+        ),
+        1,
+    );
+    plan.phases = vec![PhasePlan::Concurrency {
+        levels: vec![3],
+        requests_per_level: 9,
+    }];
+    let (samples, _) = run(&plan).await;
+    assert_eq!(samples.len(), 9);
+    let mut queues = Vec::new();
+    for s in &samples {
+        let header = s
+            .server_timing
+            .iter()
+            .find(|t| t.name == "queue")
+            .unwrap_or_else(|| panic!("no Server-Timing queue entry: {s:?}"))
+            .duration_ms;
+        let stream = s.stream_timings.as_ref().expect("the stream's breakdown")["queue_ms"];
+        assert_eq!(header, stream, "sample {}: {s:?}", s.index);
+        queues.push(stream);
+    }
+    // The batches really queued: in each, one request waited about two turns.
+    assert!(
+        queues.iter().filter(|q| **q >= 150.0).count() >= 3,
+        "{queues:?}"
+    );
+}
+
+/// A request that was redirected has its entry under the URL requested.
+#[wasm_bindgen_test]
+async fn a_redirected_request_keeps_its_resource_timing() {
+    let plan = Plan::steady(
+        target(
+            "demo",
+            demo("redirect=true&first_token_ms=5&itl_ms=1&tokens=2"),
+        ),
+        2,
+    );
+    let (samples, _) = run(&plan).await;
+    for s in &samples {
+        assert_eq!((s.status, s.error), (200, None), "{s:?}");
+        assert!(
+            s.conn.is_some(),
+            "no Resource Timing after a redirect: {s:?}"
+        );
+        assert!(
+            s.server_timing.iter().any(|t| t.name == "queue"),
+            "the final response's Server-Timing: {s:?}"
+        );
+    }
+}
+
+/// "New connection" is a verdict from the client port, so it can be "no": here the main
+/// target's host name is the first fresh request's, so that request finds the warm-up's
+/// connection and must be labelled reused, while the next one is new.
+#[wasm_bindgen_test]
+async fn a_fresh_request_on_a_connection_already_used_is_labelled_reused() {
+    let first = fresh_base(RUN_ID) + 1;
+    let query = "first_token_ms=5&itl_ms=1&tokens=2";
+    let mut main = target(
+        "app",
+        format!(
+            "http://{first}.reuse.localhost:{}/v1/chat/completions?{query}",
+            port()
+        ),
+    );
+    main.fresh_url = Some(format!(
+        "http://{{n}}.reuse.localhost:{}/v1/chat/completions?{query}",
+        port()
+    ));
+    let mut plan = Plan::steady(main, 1);
+    plan.phases = vec![
+        PhasePlan::Warmup { requests: 1 },
+        PhasePlan::Fresh { requests: 2 },
+    ];
+    let (samples, finished) = run(&plan).await;
+    let new: Vec<Option<bool>> = samples
+        .iter()
+        .map(|s| s.conn.as_ref().and_then(|c| c.new_connection))
+        .collect();
+    assert_eq!(new, [Some(true), Some(false), Some(true)], "{samples:#?}");
+    let connection = RunReport::of(&record(&plan, samples, &finished))
+        .connection
+        .expect("a fresh phase");
+    assert_eq!((connection.verified_new, connection.reused), (1, 1));
 }
 
 #[wasm_bindgen_test]
@@ -482,18 +685,7 @@ async fn a_measured_run_uploads_once() {
         1,
     );
     let (samples, finished) = run(&plan).await;
-    let run = RecordParts {
-        run_id: run_id_from_random(scope.random_bytes()),
-        started_at_ms: js_sys::Date::now() as u64,
-        app_version: "test",
-        plan: &plan,
-        client: Client::default(),
-        engine: EngineReport::default(),
-        demo: &finished.demo,
-        samples,
-    }
-    .into_run();
-    run.validate().expect("the engine writes valid records");
+    let run = record(&plan, samples, &finished);
     let runs_url = format!("{}{}", server(), collector::RUNS_PATH);
     let record = serde_json::to_string(&run).expect("json");
     let stored = collector::upload_record(&scope, &runs_url, &record)

@@ -50,6 +50,11 @@ pub struct CustomDialect {
     /// Where the server's timing breakdown is inside the done event's data.
     #[serde(default)]
     pub timings_pointer: Option<String>,
+    /// Where an error object sits in an event's JSON data (`/error`): any event, of any
+    /// type, whose data has something there reports a stream error (its `message`, or
+    /// the value itself). Events whose data is not JSON are not looked at.
+    #[serde(default)]
+    pub error_pointer: Option<String>,
 }
 
 impl CustomDialect {
@@ -86,6 +91,15 @@ impl CustomDialect {
         if let Some(timings) = &self.timings_pointer {
             pointer("timings_pointer", timings)?;
         }
+        if let Some(error) = &self.error_pointer {
+            pointer("error_pointer", error)?;
+            if error.is_empty() {
+                return Err((
+                    "error_pointer",
+                    "must point inside the event's data (start with /)".into(),
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -110,6 +124,18 @@ impl Dialect {
         }
     }
 
+    /// Whether the dialect's streams end with a marker of their own (`[DONE]`,
+    /// `message_stop`, `response.completed`, the custom done event). A stream in such a
+    /// dialect that ends without it was cut off. Plain text has none, nor a custom
+    /// dialect without a done event.
+    pub fn has_end_marker(&self) -> bool {
+        match self {
+            Dialect::OpenaiChat | Dialect::OpenaiResponses | Dialect::Anthropic => true,
+            Dialect::Custom(custom) => custom.done_event.is_some(),
+            Dialect::Text => false,
+        }
+    }
+
     /// Looks a plain dialect up by its name (a custom one needs its description).
     pub fn from_name(name: &str) -> Option<Self> {
         Self::PLAIN.into_iter().find(|d| d.name() == name)
@@ -122,6 +148,11 @@ impl Dialect {
             Dialect::OpenaiResponses => decode_openai_responses(event),
             Dialect::Anthropic => decode_anthropic(event),
             Dialect::Custom(custom) => decode_custom(custom, event),
+            // `[DONE]` ends a plain-text stream as it ends an OpenAI one; it is not text.
+            Dialect::Text if event.data.trim() == "[DONE]" => Ok(Decoded {
+                done: true,
+                ..Decoded::default()
+            }),
             Dialect::Text => Ok(Decoded {
                 content: event.data.clone(),
                 ..Decoded::default()
@@ -135,7 +166,13 @@ impl Dialect {
 #[serde(deny_unknown_fields)]
 pub struct Usage {
     pub input_tokens: Option<u64>,
+    /// All generated tokens, reasoning included where the model reasons.
     pub output_tokens: Option<u64>,
+    /// Of the output tokens, the reasoning ones, when the stream says (OpenAI's
+    /// `completion_tokens_details.reasoning_tokens`, the Responses API's
+    /// `output_tokens_details.reasoning_tokens`).
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -146,6 +183,7 @@ impl Usage {
         Usage {
             input_tokens: later.input_tokens.or(earlier.input_tokens),
             output_tokens: later.output_tokens.or(earlier.output_tokens),
+            reasoning_tokens: later.reasoning_tokens.or(earlier.reasoning_tokens),
         }
     }
 }
@@ -161,6 +199,9 @@ pub struct Decoded {
     pub content: String,
     /// Reasoning text ("" when none).
     pub reasoning: String,
+    /// Reasoning the stream carried without its text (Anthropic's `redacted_thinking`
+    /// block): output all the same.
+    pub opaque_reasoning: bool,
     /// The event carried (part of) a tool call.
     pub tool_call: bool,
     /// Token counts, when the event reported them.
@@ -179,9 +220,14 @@ impl Decoded {
         !self.content.is_empty()
     }
 
+    /// The event carried reasoning, with its text or without.
+    pub fn has_reasoning(&self) -> bool {
+        !self.reasoning.is_empty() || self.opaque_reasoning
+    }
+
     /// The event carried any generated output: reasoning, a tool call or answer text.
     pub fn has_output(&self) -> bool {
-        self.has_answer() || !self.reasoning.is_empty() || self.tool_call
+        self.has_answer() || self.has_reasoning() || self.tool_call
     }
 }
 
@@ -230,6 +276,8 @@ struct ChatChoice {
 #[derive(Deserialize)]
 struct ChatDelta {
     content: Option<String>,
+    /// A model declining to answer: that is the answer the user reads.
+    refusal: Option<String>,
     reasoning_content: Option<String>,
     /// OpenRouter's name for the same thing.
     reasoning: Option<String>,
@@ -240,6 +288,13 @@ struct ChatDelta {
 struct ChatUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
+    completion_tokens_details: Option<ReasoningDetails>,
+}
+
+/// `{"reasoning_tokens": n}`, in chat completions' and the Responses API's usage.
+#[derive(Deserialize)]
+struct ReasoningDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 fn decode_openai_chat(event: &Event) -> Result<Decoded, DecodeError> {
@@ -254,15 +309,21 @@ fn decode_openai_chat(event: &Event) -> Result<Decoded, DecodeError> {
         usage: chunk.usage.map(|u| Usage {
             input_tokens: u.prompt_tokens,
             output_tokens: u.completion_tokens,
+            reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         }),
         error: chunk.error.map(|e| error_message(&e)),
         ..Decoded::default()
     };
     for delta in chunk.choices.into_iter().filter_map(|c| c.delta) {
-        if let Some(text) = delta.content {
+        for text in [delta.content, delta.refusal].into_iter().flatten() {
             decoded.content.push_str(&text);
         }
-        if let Some(text) = delta.reasoning_content.or(delta.reasoning) {
+        // Some servers send both names, one of them empty: the one with text counts.
+        if let Some(text) = [delta.reasoning_content, delta.reasoning]
+            .into_iter()
+            .flatten()
+            .find(|t| !t.is_empty())
+        {
             decoded.reasoning.push_str(&text);
         }
         decoded.tool_call |= delta.tool_calls.is_some_and(|calls| !calls.is_empty());
@@ -299,6 +360,8 @@ struct ResponsesResponse {
 struct TokenCounts {
     input_tokens: Option<u64>,
     output_tokens: Option<u64>,
+    /// The Responses API's breakdown (Anthropic gives none).
+    output_tokens_details: Option<ReasoningDetails>,
 }
 
 impl From<TokenCounts> for Usage {
@@ -306,6 +369,7 @@ impl From<TokenCounts> for Usage {
         Usage {
             input_tokens: u.input_tokens,
             output_tokens: u.output_tokens,
+            reasoning_tokens: u.output_tokens_details.and_then(|d| d.reasoning_tokens),
         }
     }
 }
@@ -330,6 +394,7 @@ fn decode_openai_responses(event: &Event) -> Result<Decoded, DecodeError> {
             decoded.usage = e.response.and_then(|r| r.usage).map(Usage::from);
         }
         "response.failed" => {
+            decoded.done = true;
             decoded.error = Some(e.response.and_then(|r| r.error).map_or_else(
                 || "the response failed".to_owned(),
                 |err| error_message(&err),
@@ -393,6 +458,8 @@ fn decode_anthropic(event: &Event) -> Result<Decoded, DecodeError> {
         AnthropicEvent::MessageStart { message } => decoded.usage = message.usage.map(Usage::from),
         AnthropicEvent::ContentBlockStart { content_block } => {
             decoded.tool_call = content_block.kind.ends_with("tool_use");
+            // Its thinking arrives encrypted, whole, in this one event: no deltas follow.
+            decoded.opaque_reasoning = content_block.kind == "redacted_thinking";
         }
         AnthropicEvent::ContentBlockDelta { delta } => match delta {
             AnthropicDelta::TextDelta { text } => decoded.content = text,
@@ -420,9 +487,18 @@ fn decode_custom(custom: &CustomDialect, event: &Event) -> Result<Decoded, Decod
         ..Decoded::default()
     };
     if !(is_token || is_done) {
+        // Other events may be anything; only an error object is looked for in them.
+        if let Some(pointer) = &custom.error_pointer
+            && let Ok(data) = serde_json::from_str::<Value>(&event.data)
+        {
+            decoded.error = error_at(&data, pointer);
+        }
         return Ok(decoded);
     }
     let data: Value = parse("custom", &event.data)?;
+    if let Some(pointer) = &custom.error_pointer {
+        decoded.error = error_at(&data, pointer);
+    }
     if is_token {
         decoded.content = match data.pointer(&custom.token_pointer) {
             Some(Value::String(text)) => text.clone(),
@@ -439,6 +515,13 @@ fn decode_custom(custom: &CustomDialect, event: &Event) -> Result<Decoded, Decod
         decoded.timings = data.pointer(pointer).and_then(timings_from);
     }
     Ok(decoded)
+}
+
+/// The error at `pointer` in `data`, if something other than `null` is there.
+fn error_at(data: &Value, pointer: &str) -> Option<String> {
+    data.pointer(pointer)
+        .filter(|v| !v.is_null())
+        .map(error_message)
 }
 
 /// The human-readable part of an error object: `{"message": ...}` where there is one.
@@ -554,6 +637,7 @@ mod tests {
             token_pointer: "/t".into(),
             done_event: Some("done".into()),
             timings_pointer: Some("/timings".into()),
+            error_pointer: None,
         });
         assert_eq!(
             custom
@@ -588,6 +672,7 @@ mod tests {
             token_pointer: "t".into(),
             done_event: None,
             timings_pointer: None,
+            error_pointer: None,
         };
         assert_eq!(custom.validate().expect_err("pointer").0, "token_pointer");
         custom.token_pointer = "/t".into();
@@ -598,20 +683,140 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_is_the_answer() {
+        let decoded = chat(r#"{"choices":[{"delta":{"refusal":"I can't help with that."}}]}"#);
+        assert!(decoded.has_answer());
+        assert_eq!(decoded.content, "I can't help with that.");
+    }
+
+    #[test]
+    fn an_empty_reasoning_name_does_not_hide_the_other() {
+        for data in [
+            r#"{"choices":[{"delta":{"reasoning_content":"","reasoning":"Let me think"}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"Let me think","reasoning":""}}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":null,"reasoning":"Let me think"}}]}"#,
+        ] {
+            let decoded = chat(data);
+            assert_eq!(decoded.reasoning, "Let me think", "{data}");
+            assert!(decoded.has_output() && !decoded.has_answer(), "{data}");
+        }
+    }
+
+    #[test]
+    fn reasoning_token_counts_are_read() {
+        let decoded = chat(
+            r#"{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":40,"completion_tokens_details":{"reasoning_tokens":32}}}"#,
+        );
+        assert_eq!(
+            decoded.usage,
+            Some(Usage {
+                input_tokens: Some(9),
+                output_tokens: Some(40),
+                reasoning_tokens: Some(32)
+            })
+        );
+        let responses = Dialect::OpenaiResponses
+            .decode(&event(
+                "response.completed",
+                r#"{"type":"response.completed","response":{"usage":{"input_tokens":9,"output_tokens":40,"output_tokens_details":{"reasoning_tokens":30}}}}"#,
+            ))
+            .expect("valid");
+        assert_eq!(responses.usage.and_then(|u| u.reasoning_tokens), Some(30));
+    }
+
+    #[test]
+    fn redacted_thinking_is_output() {
+        let decoded = Dialect::Anthropic
+            .decode(&event(
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3p"}}"#,
+            ))
+            .expect("valid");
+        assert!(decoded.has_output() && decoded.has_reasoning() && !decoded.has_answer());
+        // A thinking block's start carries no thinking yet: its deltas do.
+        let thinking = Dialect::Anthropic
+            .decode(&event(
+                "content_block_start",
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}"#,
+            ))
+            .expect("valid");
+        assert!(!thinking.has_output());
+    }
+
+    #[test]
+    fn done_ends_a_text_stream_and_is_not_text() {
+        let done = Dialect::Text
+            .decode(&event("message", "[DONE]"))
+            .expect("valid");
+        assert!(done.done && !done.has_answer());
+        assert!(
+            Dialect::Text
+                .decode(&event("message", "DONE soon"))
+                .expect("valid")
+                .has_answer()
+        );
+    }
+
+    #[test]
+    fn a_custom_error_pointer_finds_errors_in_any_event() {
+        let custom = Dialect::Custom(CustomDialect {
+            token_event: "token".into(),
+            token_pointer: "/t".into(),
+            done_event: Some("done".into()),
+            timings_pointer: None,
+            error_pointer: Some("/error".into()),
+        });
+        let decode = |kind: &str, data: &str| custom.decode(&event(kind, data)).expect(data);
+        assert_eq!(
+            decode("error", r#"{"error":{"message":"quota exceeded"}}"#)
+                .error
+                .as_deref(),
+            Some("quota exceeded")
+        );
+        assert_eq!(
+            decode("token", r#"{"t":"","error":"model unavailable"}"#)
+                .error
+                .as_deref(),
+            Some("model unavailable")
+        );
+        assert_eq!(decode("token", r#"{"t":"hi","error":null}"#).error, None);
+        assert_eq!(decode("meta", "not json").error, None);
+        let mut description = CustomDialect {
+            token_event: "token".into(),
+            token_pointer: "/t".into(),
+            done_event: None,
+            timings_pointer: None,
+            error_pointer: Some("error".into()),
+        };
+        assert_eq!(
+            description.validate().expect_err("not a pointer").0,
+            "error_pointer"
+        );
+        description.error_pointer = Some(String::new());
+        assert_eq!(
+            description.validate().expect_err("the whole event").0,
+            "error_pointer"
+        );
+    }
+
+    #[test]
     fn usage_reports_merge_field_by_field() {
         let start = Usage {
             input_tokens: Some(31),
             output_tokens: Some(1),
+            reasoning_tokens: None,
         };
         let end = Usage {
             input_tokens: None,
             output_tokens: Some(4),
+            reasoning_tokens: None,
         };
         assert_eq!(
             Usage::merge(Some(start), end),
             Usage {
                 input_tokens: Some(31),
-                output_tokens: Some(4)
+                output_tokens: Some(4),
+                reasoning_tokens: None,
             }
         );
     }

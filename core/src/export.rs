@@ -3,7 +3,7 @@
 use crate::schema::{Run, Sample};
 
 /// The header line's fields.
-pub const CSV_FIELDS: [&str; 31] = [
+pub const CSV_FIELDS: [&str; 36] = [
     "run_id",
     "index",
     "phase",
@@ -13,6 +13,7 @@ pub const CSV_FIELDS: [&str; 31] = [
     "concurrency",
     "batch",
     "idle_ms",
+    "idle_spent_ms",
     "start_ms",
     "status",
     "error",
@@ -24,8 +25,10 @@ pub const CSV_FIELDS: [&str; 31] = [
     "last_token_ms",
     "e2e_ms",
     "output_chunks",
+    "reasoning_chunks",
     "input_tokens",
     "output_tokens",
+    "reasoning_tokens",
     "done",
     "conn_reused",
     "conn_new",
@@ -34,6 +37,8 @@ pub const CSV_FIELDS: [&str; 31] = [
     "connect_ms",
     "tls_ms",
     "hidden",
+    "retry_wait_ms",
+    "dropped",
     "itl_ms",
 ];
 
@@ -80,6 +85,7 @@ fn line(run_id: &str, label: &str, s: &Sample) -> String {
         s.concurrency.to_string(),
         opt(s.batch),
         opt(s.idle_ms),
+        opt(s.idle_spent_ms),
         s.start_ms.to_string(),
         s.status.to_string(),
         opt(s.error.map(|e| e.name())),
@@ -91,16 +97,20 @@ fn line(run_id: &str, label: &str, s: &Sample) -> String {
         opt(s.last_token_ms),
         opt(s.e2e_ms),
         s.output_chunks.to_string(),
+        s.reasoning_chunks.to_string(),
         opt(usage.input_tokens),
         opt(usage.output_tokens),
+        opt(usage.reasoning_tokens),
         s.done.to_string(),
-        opt(conn.map(|c| c.reused)),
+        opt(conn.and_then(|c| c.reused)),
         opt(conn.and_then(|c| c.new_connection)),
         csv_field(conn.and_then(|c| c.protocol.as_deref()).unwrap_or_default()),
         opt(conn.and_then(|c| c.dns_ms)),
         opt(conn.and_then(|c| c.connect_ms)),
         opt(conn.and_then(|c| c.tls_ms)),
         s.hidden.to_string(),
+        opt(s.retry_wait_ms),
+        s.dropped.to_string(),
         s.itl_ms
             .iter()
             .map(f64::to_string)
@@ -115,6 +125,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_cut_off_stream_is_a_line_with_its_class_and_its_ttft() {
+        let mut run: Run =
+            serde_json::from_str(include_str!("../schema/example-run.v1.json")).expect("example");
+        run.samples[0].error = Some(crate::ErrorClass::Truncated);
+        let csv = samples_csv(&run);
+        let line = csv.lines().nth(1).expect("a line");
+        let field = |name: &str| {
+            let at = CSV_FIELDS.iter().position(|f| *f == name).expect(name);
+            line.split(',').nth(at).expect("the field").to_owned()
+        };
+        assert_eq!(field("error"), "truncated");
+        assert_eq!(field("ttft_ms"), "306.2");
+    }
+
+    #[test]
     fn every_sample_is_one_line_of_the_headers_width() {
         let mut run: Run =
             serde_json::from_str(include_str!("../schema/example-run.v1.json")).expect("example");
@@ -123,8 +148,12 @@ mod tests {
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 1 + run.samples.len());
         assert_eq!(lines[0].split(',').count(), CSV_FIELDS.len());
-        assert!(lines[1].starts_with("0f8fad5b-d9cb-469f-a165-70867728950e,0,steady,0,demo,default,1,,,0,200,,,4.1,4.6,306.2,"), "{}", lines[1]);
-        assert!(lines[1].ends_with(",false,25.3 24.8 25.1"), "{}", lines[1]);
+        assert!(lines[1].starts_with("0f8fad5b-d9cb-469f-a165-70867728950e,0,steady,0,demo,default,1,,,,0,200,,,4.1,4.6,306.2,"), "{}", lines[1]);
+        assert!(
+            lines[1].ends_with(",false,,0,25.3 24.8 25.1"),
+            "{}",
+            lines[1]
+        );
         assert!(
             lines[2].contains(",\"HTTP 500, \"\"upstream\"\"\","),
             "{}",

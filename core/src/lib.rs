@@ -2,12 +2,14 @@
 //!
 //! The incremental SSE parser ([`sse`]), stream dialects ([`dialect`]), the timed stream
 //! recorder ([`stream`]), the benchmark plan ([`plan`]), statistics ([`stats`]), the
-//! coarse client description ([`client`]) and the versioned result record ([`schema`]).
+//! coarse client description ([`client`]), the connection log that tells new connections
+//! from reused ones ([`connections`]) and the versioned result record ([`schema`]).
 //!
 //! No I/O and no clock: callers pass bytes and `performance.now()` readings in. The same
 //! code runs in the browser (wasm32) and in the collector, so they cannot disagree.
 
 pub mod client;
+pub mod connections;
 pub mod dialect;
 pub mod export;
 pub mod outcome;

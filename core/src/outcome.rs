@@ -3,7 +3,7 @@
 //! natively; the engine only fetches, reads and stamps.
 
 use crate::plan::Phase;
-use crate::schema::{ErrorClass, Sample};
+use crate::schema::{ErrorClass, Sample, clean_text};
 use crate::stream::StreamMetrics;
 
 /// How a request ended.
@@ -15,6 +15,8 @@ pub enum Ending {
     Failed(String),
     /// The plan's timeout fired.
     TimedOut,
+    /// Nothing arrived for the plan's stall limit, in ms.
+    Stalled(u32),
     /// The user cancelled.
     Aborted,
 }
@@ -56,7 +58,7 @@ pub fn sample(
 ) -> Sample {
     let (error, message) = classify(head, &metrics, ending, at.phase.streams());
     let completed = head.is_some() && *ending == Ending::Completed;
-    Sample {
+    let mut sample = Sample {
         index: at.index,
         phase: at.phase,
         target: at.target,
@@ -67,7 +69,7 @@ pub fn sample(
         start_ms: at.start_ms,
         status: head.map_or(0, |h| h.status),
         error,
-        error_message: message.map(|m| m.chars().take(MAX_MESSAGE_CHARS).collect()),
+        error_message: message.map(|m| clean_text(&m, MAX_MESSAGE_CHARS)),
         headers_ms: head.map(|h| h.headers_ms),
         ttfb_ms: metrics.ttfb_ms,
         ttft_ms: metrics.ttft_ms,
@@ -76,6 +78,7 @@ pub fn sample(
         e2e_ms: completed.then_some(end_ms),
         itl_ms: metrics.itl_ms,
         output_chunks: metrics.output_chunks,
+        reasoning_chunks: metrics.reasoning_chunks,
         usage: metrics.usage,
         done: metrics.done,
         stream_timings: metrics.timings,
@@ -84,7 +87,13 @@ pub fn sample(
         conn: None,
         server_timing: Vec::new(),
         hidden: false,
-    }
+        idle_spent_ms: None,
+        idle_timer_late_ms: None,
+        retry_wait_ms: None,
+        dropped: 0,
+    };
+    sample.clean();
+    sample
 }
 
 /// The error class and message, most fundamental failure first: no response, a bad
@@ -98,6 +107,13 @@ fn classify(
     let ended_early = |mid: &str| match ending {
         Ending::Completed => None,
         Ending::TimedOut => Some((ErrorClass::Timeout, format!("timed out {mid}"))),
+        Ending::Stalled(ms) => Some((
+            ErrorClass::Stalled,
+            format!(
+                "stalled {mid}: nothing arrived for {} s",
+                f64::from(*ms) / 1000.0
+            ),
+        )),
         Ending::Aborted => Some((ErrorClass::Aborted, format!("cancelled {mid}"))),
         Ending::Failed(why) => Some((ErrorClass::Network, format!("failed {mid}: {why}"))),
     };
@@ -131,6 +147,21 @@ fn classify(
                 )
             } else if let Some(error) = &metrics.parse_error {
                 (ErrorClass::Parse, error.clone())
+            } else if expect_stream && metrics.unterminated {
+                (
+                    ErrorClass::Truncated,
+                    "the stream ended in the middle of an event".to_owned(),
+                )
+            } else if expect_stream && metrics.expects_end_marker && !metrics.done {
+                (
+                    ErrorClass::Truncated,
+                    if metrics.content_chunks > 0 {
+                        "the stream ended before its end marker, after part of the answer"
+                    } else {
+                        "the stream ended before its end marker, with no answer"
+                    }
+                    .to_owned(),
+                )
             } else {
                 return (None, None);
             }
@@ -176,7 +207,9 @@ mod tests {
             ttft_ms: Some(300.0),
             ttft_any_ms: Some(300.0),
             last_token_ms: Some(400.0),
+            content_chunks: 10,
             done: true,
+            expects_end_marker: true,
             ..StreamMetrics::default()
         }
     }
@@ -264,6 +297,101 @@ mod tests {
             assert!(s.error_message.is_some());
             s.validate(0).expect("a valid sample");
         }
+    }
+
+    #[test]
+    fn a_stream_cut_off_before_its_end_is_a_failure_that_keeps_its_ttft() {
+        let stream = head(200, "text/event-stream");
+        // Part of the answer, then a clean end without [DONE].
+        let cut = StreamMetrics {
+            done: false,
+            expects_end_marker: true,
+            content_chunks: 3,
+            ..answered()
+        };
+        let s = sample(
+            AT.clone(),
+            Some(&stream),
+            cut.clone(),
+            &Ending::Completed,
+            500.0,
+        );
+        assert_eq!(s.error, Some(ErrorClass::Truncated));
+        assert_eq!(s.ttft_ms, Some(300.0), "the first token was seen");
+        assert!(
+            s.error_message
+                .as_deref()
+                .is_some_and(|m| m.contains("after part of the answer")),
+            "{s:?}"
+        );
+        s.validate(0).expect("a valid sample");
+        // Nothing at all, then a clean end.
+        let empty = StreamMetrics {
+            expects_end_marker: true,
+            ..StreamMetrics::default()
+        };
+        let s = sample(AT.clone(), Some(&stream), empty, &Ending::Completed, 20.0);
+        assert_eq!((s.error, s.ttft_ms), (Some(ErrorClass::Truncated), None));
+        // The body ended inside an event, whatever the dialect.
+        let inside = StreamMetrics {
+            unterminated: true,
+            ..answered()
+        };
+        let s = sample(AT.clone(), Some(&stream), inside, &Ending::Completed, 20.0);
+        assert_eq!(s.error, Some(ErrorClass::Truncated));
+        // A dialect without an end marker (plain text) ends when the body ends.
+        let text = StreamMetrics {
+            done: false,
+            expects_end_marker: false,
+            ..answered()
+        };
+        let s = sample(AT.clone(), Some(&stream), text, &Ending::Completed, 20.0);
+        assert_eq!(s.error, None);
+        // An error event then the end is a stream error, not a cut.
+        let errored = StreamMetrics {
+            stream_error: Some("overloaded".into()),
+            ..cut
+        };
+        let s = sample(AT.clone(), Some(&stream), errored, &Ending::Completed, 20.0);
+        assert_eq!(s.error, Some(ErrorClass::Stream));
+    }
+
+    #[test]
+    fn a_stall_is_its_own_ending() {
+        let s = sample(
+            AT.clone(),
+            Some(&head(200, "text/event-stream")),
+            answered(),
+            &Ending::Stalled(5000),
+            9000.0,
+        );
+        assert_eq!(s.error, Some(ErrorClass::Stalled));
+        assert_eq!(s.e2e_ms, None);
+        assert!(
+            s.error_message
+                .as_deref()
+                .is_some_and(|m| m.contains("nothing arrived for 5 s")),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn a_message_with_line_breaks_is_kept_on_one_line() {
+        let s = sample(
+            AT.clone(),
+            Some(&head(200, "text/event-stream")),
+            StreamMetrics {
+                stream_error: Some("upstream said:\nno\r\n".into()),
+                ..answered()
+            },
+            &Ending::Completed,
+            500.0,
+        );
+        assert_eq!(
+            s.error_message.as_deref(),
+            Some("the stream reported an error: upstream said: no  ")
+        );
+        s.validate(0).expect("a valid sample");
     }
 
     #[test]

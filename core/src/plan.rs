@@ -215,6 +215,11 @@ pub struct Plan {
     pub phases: Vec<PhasePlan>,
     /// A request that has not finished after this long is cancelled and counted as a timeout.
     pub timeout_ms: u32,
+    /// A request that receives nothing (no response head, no body byte) for this long is
+    /// cancelled and counted as stalled, its own ending: with it, a long answer can have
+    /// a long `timeout_ms` and a stuck one still ends early.
+    #[serde(default)]
+    pub stall_timeout_ms: Option<u32>,
     #[serde(default)]
     pub run_tag: Option<RunTag>,
     /// The targets speak HTTP/2 or HTTP/3, so more than six simultaneous requests to one
@@ -266,6 +271,8 @@ const FORBIDDEN_HEADERS: [&str; 21] = [
 pub struct RecordedPlan {
     pub phases: Vec<PhasePlan>,
     pub timeout_ms: u32,
+    #[serde(default)]
+    pub stall_timeout_ms: Option<u32>,
     pub multiplexed: bool,
     /// Whether requests carried the run tag.
     pub run_tag: bool,
@@ -278,6 +285,7 @@ impl Plan {
             targets: vec![target],
             phases: Vec::new(),
             timeout_ms: 60_000,
+            stall_timeout_ms: None,
             run_tag: None,
             multiplexed: false,
         }
@@ -292,8 +300,8 @@ impl Plan {
     }
 
     /// What a beta user can finish in about a minute against a typical chat endpoint: a
-    /// few probes (when the target has a probe URL), a warm-up, 10 steady, 5 fresh,
-    /// concurrency 1 and 3, and one request after 15 s idle.
+    /// few probes (when the target has a probe URL), a warm-up, 10 steady, 5 fresh (when
+    /// the target has a fresh URL), concurrency 1 and 3, and one request after 15 s idle.
     pub fn quick(target: TargetPlan) -> Self {
         let mut phases = Vec::new();
         if target.probe_url.is_some() {
@@ -302,10 +310,16 @@ impl Plan {
         phases.extend([
             PhasePlan::Warmup { requests: 1 },
             PhasePlan::Steady { requests: 10 },
-            PhasePlan::Fresh { requests: 5 },
+        ]);
+        if target.fresh_url.is_some() {
+            phases.push(PhasePlan::Fresh { requests: 5 });
+        }
+        phases.extend([
+            // Three batches at 3 at once: the fewest from which a concurrency reading can
+            // be decided (two batches give only three distinct resamples).
             PhasePlan::Concurrency {
                 levels: vec![1, 3],
-                requests_per_level: 6,
+                requests_per_level: 9,
             },
             PhasePlan::Cold {
                 idle_ms: vec![15_000],
@@ -317,9 +331,10 @@ impl Plan {
         }
     }
 
-    /// The full session protocol of the published investigation: 10 probes, 120 steady,
-    /// 40 fresh, 30 compare rounds (when there are other targets), 60 concurrency
-    /// requests at c = 1, 3, 5, and 3 cold starts (after 30 s, 2 min and 10 min idle).
+    /// The full session protocol of the published investigation: 10 probes (when the
+    /// target has a probe URL), 120 steady, 40 fresh (when it has a fresh URL), 30
+    /// compare rounds (when there are other targets), 60 concurrency requests at c = 1,
+    /// 3, 5, and 3 cold starts (after 30 s, 2 min and 10 min idle).
     pub fn session(target: TargetPlan, others: Vec<TargetPlan>) -> Self {
         let mut phases = Vec::new();
         if target.probe_url.is_some() {
@@ -328,8 +343,10 @@ impl Plan {
         phases.extend([
             PhasePlan::Warmup { requests: 2 },
             PhasePlan::Steady { requests: 120 },
-            PhasePlan::Fresh { requests: 40 },
         ]);
+        if target.fresh_url.is_some() {
+            phases.push(PhasePlan::Fresh { requests: 40 });
+        }
         if !others.is_empty() {
             phases.push(PhasePlan::Compare { rounds: 30 });
         }
@@ -387,6 +404,7 @@ impl Plan {
         RecordedPlan {
             phases: self.phases.clone(),
             timeout_ms: self.timeout_ms,
+            stall_timeout_ms: self.stall_timeout_ms,
             multiplexed: self.multiplexed,
             run_tag: self.run_tag.is_some(),
         }
@@ -416,7 +434,21 @@ impl Plan {
             self.multiplexed,
             Some(has_probe_url),
         )?;
+        if self.main_target().fresh_url.is_none()
+            && let Some(i) = self.phases.iter().position(|p| p.phase() == Phase::Fresh)
+        {
+            return fail(
+                "targets[0].fresh_url".into(),
+                format!(
+                    "phases[{i}] measures new connections, which needs a fresh_url: the target's URL \
+                     with {{n}} in a wildcard host name that reaches the same server \
+                     (https://{{n}}.fresh.chat.example.com/v1/chat). Without one, every \
+                     \"new\" request would reuse a warm connection"
+                ),
+            );
+        }
         check_timeout(self.timeout_ms)?;
+        check_stall(self.stall_timeout_ms, self.timeout_ms)?;
         match &self.run_tag {
             Some(RunTag::Header(name)) => {
                 check_header_name(name).map_err(|message| ValidationError {
@@ -445,7 +477,8 @@ impl RecordedPlan {
     /// The plan rules that can still be checked without URLs (a run records none).
     pub fn validate(&self, targets: usize) -> Result<(), ValidationError> {
         check_phases(&self.phases, targets, self.multiplexed, None)?;
-        check_timeout(self.timeout_ms)
+        check_timeout(self.timeout_ms)?;
+        check_stall(self.stall_timeout_ms, self.timeout_ms)
     }
 }
 
@@ -493,6 +526,16 @@ fn check_timeout(timeout_ms: u32) -> Result<(), ValidationError> {
         });
     }
     Ok(())
+}
+
+fn check_stall(stall_ms: Option<u32>, timeout_ms: u32) -> Result<(), ValidationError> {
+    match stall_ms {
+        Some(ms) if !(1_000..=timeout_ms).contains(&ms) => Err(ValidationError {
+            field: "stall_timeout_ms".into(),
+            message: format!("must be between 1000 and timeout_ms ({timeout_ms}), got {ms}"),
+        }),
+        _ => Ok(()),
+    }
 }
 
 fn check_phase(
@@ -689,10 +732,15 @@ impl TargetPlan {
             );
         }
         if let Some(fresh) = &self.fresh_url {
-            if !fresh.contains("{n}") {
+            let host = fresh.split_once("://").map_or("", |(_, rest)| {
+                rest.split(['/', '?', '#']).next().unwrap_or("")
+            });
+            if !host.contains("{n}") {
                 return field(
                     "fresh_url",
-                    "must contain {n} where each fresh request's number goes".into(),
+                    "must have {n} in its host name (https://{n}.fresh.chat.example.com/v1/chat): \
+                     only a new host name guarantees a new connection"
+                        .into(),
                 );
             }
             check_url(&fresh.replace("{n}", "1")).or_else(|m| field("fresh_url", m))?;
@@ -719,6 +767,14 @@ fn check_url(url: &str) -> Result<(), String> {
     }
     if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err("must be at most 2048 characters without spaces".into());
+    }
+    // A record keeps each target's origin: a URL whose origin cannot be written down
+    // (a host with `_` or `%`, say) would make every run against it unstorable.
+    if crate::schema::origin_of(url).is_none() {
+        return Err(format!(
+            "{url:?} has no origin a record can keep: its host may use only letters, digits, \
+             - and . (or be an IP address), its port 1–65535"
+        ));
     }
     Ok(())
 }
@@ -760,6 +816,7 @@ mod tests {
         assert_eq!(Plan::quick(target()).validate(), Ok(()));
         let mut probed = target();
         probed.probe_url = Some("http://127.0.0.1:8080/api/v1/ping".into());
+        probed.fresh_url = Some("http://{n}.localhost:8080/v1/chat/completions".into());
         let direct = TargetPlan::new(
             "direct",
             "https://api.example.com/v1/chat/completions",
@@ -783,6 +840,54 @@ mod tests {
         // Whole batches: 20 at c=1, 7×3 = 21 at c=3, 4×5 = 20 at c=5.
         assert_eq!(count(Phase::Concurrency), 61);
         assert_eq!(count(Phase::Cold), 3);
+    }
+
+    #[test]
+    fn presets_leave_out_what_the_target_cannot_do() {
+        let phases = |plan: Plan| plan.phases.iter().map(PhasePlan::phase).collect::<Vec<_>>();
+        let quick = phases(Plan::quick(target()));
+        assert!(!quick.contains(&Phase::Fresh) && !quick.contains(&Phase::Probe));
+        let session = phases(Plan::session(target(), Vec::new()));
+        assert!(!session.contains(&Phase::Fresh) && !session.contains(&Phase::Compare));
+        let mut fresh = target();
+        fresh.fresh_url = Some("https://{n}.fresh.chat.example.com/v1/chat".into());
+        assert!(phases(Plan::quick(fresh)).contains(&Phase::Fresh));
+    }
+
+    #[test]
+    fn a_fresh_phase_needs_a_fresh_url_with_n_in_the_host() {
+        let mut plan = Plan::steady(target(), 2);
+        plan.phases.push(PhasePlan::Fresh { requests: 3 });
+        let err = refused(&plan);
+        assert_eq!(err.field, "targets[0].fresh_url");
+        assert!(err.message.contains("phases[1]"), "{err}");
+        plan.targets[0].fresh_url = Some("http://127.0.0.1:8080/v1/chat?n={n}".into());
+        let err = refused(&plan);
+        assert_eq!(err.field, "targets[0].fresh_url");
+        assert!(err.message.contains("host name"), "{err}");
+        plan.targets[0].fresh_url = Some("http://{n}.localhost:8080/v1/chat".into());
+        assert_eq!(plan.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_url_whose_origin_a_record_cannot_keep_is_refused() {
+        let mut t = target();
+        t.url = "https://chat_app.internal.example.com/v1/chat".into();
+        let err = refused(&Plan::steady(t, 1));
+        assert_eq!(err.field, "targets[0].url");
+        assert!(err.message.contains("no origin"), "{err}");
+    }
+
+    #[test]
+    fn a_stall_limit_fits_inside_the_timeout() {
+        let mut plan = Plan::steady(target(), 2);
+        plan.stall_timeout_ms = Some(500);
+        assert_eq!(refused(&plan).field, "stall_timeout_ms");
+        plan.stall_timeout_ms = Some(plan.timeout_ms + 1);
+        assert_eq!(refused(&plan).field, "stall_timeout_ms");
+        plan.stall_timeout_ms = Some(10_000);
+        assert_eq!(plan.validate(), Ok(()));
+        assert_eq!(plan.recorded().stall_timeout_ms, Some(10_000));
     }
 
     #[test]
@@ -875,6 +980,7 @@ mod tests {
                     token_pointer: "t".into(),
                     done_event: None,
                     timings_pointer: None,
+                    error_pointer: None,
                 })
             ),
             "targets[0].dialect.custom.token_pointer"

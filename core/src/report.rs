@@ -1,11 +1,16 @@
-//! What one run found, read the way DESIGN.md reads a session: percentiles per phase,
-//! concurrency degradation beside the serial model, what a new connection costs, cold
-//! starts as single values, and the app's overhead over the targets it was compared with.
+//! What one run found, read the way DESIGN.md reads a session: percentiles per phase
+//! (each only where the count supports it), concurrency degradation beside the serial
+//! model with its interval, what a new connection costs (from verified connections
+//! only), cold requests as single values, the app's overhead over the targets it was
+//! compared with, and the network round trip from warm probes.
+
+use std::collections::BTreeMap;
 
 use crate::plan::Phase;
 use crate::schema::{Run, Sample};
 use crate::stats::{
-    self, BOOTSTRAP_SEED, Distribution, Estimate, ItlSummary, LevelDegradation, median, tpot_ms,
+    self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Distribution, Estimate, ItlSummary,
+    LevelDegradation, median, tpot_ms,
 };
 
 /// One phase of the main target (or, for compare, one target).
@@ -18,35 +23,77 @@ pub struct PhaseReport {
     pub failed: usize,
     pub ttft: Option<Distribution>,
     pub e2e: Option<Distribution>,
-    /// Median time per output token after the first, where the stream reported tokens.
+    /// Median time per answer token after the first, where the stream reported how many
+    /// of its tokens were the answer (reasoning tokens are left out).
     pub tpot_ms: Option<f64>,
     pub itl: Option<ItlSummary>,
 }
 
-/// What a new connection added to the time to first token.
+/// What a new connection added to the time to first token, read only from requests
+/// whose connection was verified: fresh requests verified new against steady requests
+/// verified reused.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConnectionCost {
     /// Requests of the fresh phase.
     pub fresh_requests: usize,
     /// Of those, how many were verified to run on a new connection.
     pub verified_new: usize,
+    /// How many ran on a connection an earlier request had used (the browser reused or
+    /// coalesced one): labelled so, and left out.
+    pub reused: usize,
     /// And how many could not be verified either way.
     pub unverifiable: usize,
-    pub median_fresh_ttft_ms: f64,
-    pub median_warm_ttft_ms: f64,
+    /// Steady requests verified to run on a reused connection.
+    pub verified_warm: usize,
+    /// Median TTFT of the fresh requests verified new that answered.
+    pub median_fresh_ttft_ms: Option<f64>,
+    /// Median TTFT of the steady requests verified reused that answered.
+    pub median_warm_ttft_ms: Option<f64>,
 }
 
 impl ConnectionCost {
-    /// Median fresh minus median warm TTFT.
-    pub fn extra_ms(&self) -> f64 {
-        self.median_fresh_ttft_ms - self.median_warm_ttft_ms
+    /// Median fresh minus median warm TTFT, both from verified connections only.
+    pub fn extra_ms(&self) -> Option<f64> {
+        Some(self.median_fresh_ttft_ms? - self.median_warm_ttft_ms?)
+    }
+
+    /// Why there is no number, when there is none.
+    pub fn missing(&self) -> Option<&'static str> {
+        if self.extra_ms().is_some() {
+            None
+        } else if self.verified_new == 0 && self.unverifiable > 0 {
+            Some(
+                "no fresh request could be verified to open a new connection: the target does not report the \
+                 client's port (X-Firsttoken-Client-Port), and a cross-origin request with a JSON body opens its \
+                 connection in the CORS preflight, out of Resource Timing's sight",
+            )
+        } else if self.verified_new == 0 {
+            Some("no fresh request ran on a new connection")
+        } else if self.median_fresh_ttft_ms.is_none() {
+            Some("no fresh request verified new gave a first token")
+        } else if self.verified_warm == 0 {
+            Some(
+                "no steady request could be verified to reuse its connection: the target sends no \
+                 Timing-Allow-Origin and does not report the client's port",
+            )
+        } else {
+            Some("no steady request verified warm gave a first token")
+        }
     }
 }
 
-/// One cold request: single values, not statistics.
+/// One cold request: a single value, never pooled into statistics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColdStart {
+    /// The idle time the plan asked for.
     pub idle_ms: u32,
+    /// The idle time actually spent before the request.
+    pub idle_spent_ms: Option<f64>,
+    /// The page was hidden during the wait or the request (the browser may have
+    /// throttled or frozen it).
+    pub hidden: bool,
+    /// How late the wait's timer came back at worst: seconds mean the page was paused.
+    pub idle_timer_late_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub error: Option<String>,
 }
@@ -60,15 +107,27 @@ pub struct Overhead {
     pub difference_ms: Option<Estimate>,
 }
 
+/// The network round trip measured by the probes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeRoundTrip {
+    /// Over the warm probes only: the first one, or any seen opening a connection, pays
+    /// for DNS, TCP and TLS too.
+    pub rtt: Option<Distribution>,
+    /// Probes left out as not warm.
+    pub cold_probes: usize,
+}
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunReport {
     pub phases: Vec<PhaseReport>,
     pub degradation: Vec<LevelDegradation>,
+    /// Failed requests per concurrency level, by error class (level, class, count).
+    pub level_failures: Vec<(u32, String, usize)>,
+    /// Present when the run had a fresh phase.
     pub connection: Option<ConnectionCost>,
     pub cold: Vec<ColdStart>,
     pub overhead: Vec<Overhead>,
-    /// Round trips measured by the probes (time to the response head).
-    pub probe_rtt: Option<Distribution>,
+    pub probes: Option<ProbeRoundTrip>,
 }
 
 fn answered_ttft<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<f64> {
@@ -85,7 +144,7 @@ fn phase_report(phase: Phase, target: &str, samples: &[&Sample]) -> PhaseReport 
     let e2e: Vec<f64> = ok.iter().filter_map(|s| s.e2e_ms).collect();
     let tpot: Vec<f64> = ok
         .iter()
-        .filter_map(|s| tpot_ms(s.ttft_ms?, s.e2e_ms?, s.usage?.output_tokens?))
+        .filter_map(|s| tpot_ms(s.ttft_ms?, s.e2e_ms?, s.answer_tokens()?))
         .collect();
     PhaseReport {
         phase,
@@ -99,8 +158,14 @@ fn phase_report(phase: Phase, target: &str, samples: &[&Sample]) -> PhaseReport 
     }
 }
 
+/// What the run verified about a sample's connection.
+fn new_connection(s: &Sample) -> Option<bool> {
+    s.conn.as_ref().and_then(|c| c.new_connection)
+}
+
 impl RunReport {
-    /// Reads `run`. Warm-up requests count nowhere; probes only as round trips.
+    /// Reads `run`. Warm-up requests count nowhere; probes only as round trips; cold
+    /// requests only as single values.
     pub fn of(run: &Run) -> Self {
         let label = |t: u32| {
             run.targets
@@ -114,7 +179,7 @@ impl RunReport {
                 .collect()
         };
         let mut report = RunReport::default();
-        for phase in [Phase::Steady, Phase::Fresh, Phase::Concurrency, Phase::Cold] {
+        for phase in [Phase::Steady, Phase::Fresh, Phase::Concurrency] {
             let samples = of(phase, 0);
             if !samples.is_empty() {
                 report.phases.push(phase_report(phase, &label(0), &samples));
@@ -129,39 +194,65 @@ impl RunReport {
             }
         }
 
-        let mut levels: Vec<u32> = of(Phase::Concurrency, 0)
-            .iter()
-            .map(|s| s.concurrency)
-            .collect();
+        let concurrency = of(Phase::Concurrency, 0);
+        let mut levels: Vec<u32> = concurrency.iter().map(|s| s.concurrency).collect();
         levels.sort_unstable();
         levels.dedup();
-        let by_level: Vec<(u32, Vec<f64>)> = levels
+        // Each level's batches; a request without a first token (an error, or a stream
+        // that sent none) counts against its level.
+        let by_level: Vec<(u32, Vec<Vec<Option<f64>>>)> = levels
             .iter()
             .map(|&k| {
-                (
-                    k,
-                    answered_ttft(
-                        of(Phase::Concurrency, 0)
-                            .into_iter()
-                            .filter(|s| s.concurrency == k),
-                    ),
-                )
+                let mut batches: BTreeMap<Option<u32>, Vec<Option<f64>>> = BTreeMap::new();
+                for s in concurrency.iter().filter(|s| s.concurrency == k) {
+                    batches
+                        .entry(s.batch)
+                        .or_default()
+                        .push(s.ttft_ms.filter(|_| s.error.is_none()));
+                }
+                (k, batches.into_values().collect())
             })
             .collect();
-        report.degradation = stats::concurrency_degradation(&by_level);
+        report.degradation =
+            stats::concurrency_degradation(&by_level, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        for &k in &levels {
+            let mut classes: Vec<&str> = concurrency
+                .iter()
+                .filter(|s| s.concurrency == k)
+                .filter_map(|s| s.error.map(|e| e.name()))
+                .collect();
+            classes.sort_unstable();
+            for class in classes.chunk_by(|a, b| a == b) {
+                report
+                    .level_failures
+                    .push((k, class[0].to_owned(), class.len()));
+            }
+        }
 
         let fresh = of(Phase::Fresh, 0);
-        let warm = answered_ttft(of(Phase::Steady, 0));
-        if let (Some(fresh_median), Some(warm_median)) =
-            (median(&answered_ttft(fresh.iter().copied())), median(&warm))
-        {
-            let new = |s: &&&Sample| s.conn.as_ref().and_then(|c| c.new_connection);
+        if !fresh.is_empty() {
+            let steady = of(Phase::Steady, 0);
+            let verified_new: Vec<&Sample> = fresh
+                .iter()
+                .copied()
+                .filter(|s| new_connection(s) == Some(true))
+                .collect();
+            let verified_warm: Vec<&Sample> = steady
+                .iter()
+                .copied()
+                .filter(|s| new_connection(s) == Some(false))
+                .collect();
             report.connection = Some(ConnectionCost {
                 fresh_requests: fresh.len(),
-                verified_new: fresh.iter().filter(|s| new(s) == Some(true)).count(),
-                unverifiable: fresh.iter().filter(|s| new(s).is_none()).count(),
-                median_fresh_ttft_ms: fresh_median,
-                median_warm_ttft_ms: warm_median,
+                verified_new: verified_new.len(),
+                reused: fresh
+                    .iter()
+                    .filter(|s| new_connection(s) == Some(false))
+                    .count(),
+                unverifiable: fresh.iter().filter(|s| new_connection(s).is_none()).count(),
+                verified_warm: verified_warm.len(),
+                median_fresh_ttft_ms: median(&answered_ttft(verified_new)),
+                median_warm_ttft_ms: median(&answered_ttft(verified_warm)),
             });
         }
 
@@ -169,6 +260,9 @@ impl RunReport {
             .iter()
             .map(|s| ColdStart {
                 idle_ms: s.idle_ms.unwrap_or(0),
+                idle_spent_ms: s.idle_spent_ms,
+                hidden: s.hidden,
+                idle_timer_late_ms: s.idle_timer_late_ms,
                 ttft_ms: s.ttft_ms.filter(|_| s.error.is_none()),
                 error: s.error.map(|e| e.name().to_owned()),
             })
@@ -204,12 +298,26 @@ impl RunReport {
             }
         }
 
-        let probes: Vec<f64> = of(Phase::Probe, 0)
-            .iter()
-            .filter(|s| s.error.is_none())
-            .filter_map(|s| s.headers_ms)
-            .collect();
-        report.probe_rtt = stats::distribution(&probes, BOOTSTRAP_SEED);
+        let probes = of(Phase::Probe, 0);
+        if !probes.is_empty() {
+            // Warm: verified on a reused connection, or, where that cannot be told, any
+            // but the first (which opened the connection).
+            let warm = |(i, s): &(usize, &&Sample)| match new_connection(s) {
+                Some(new) => !new,
+                None => *i > 0,
+            };
+            let warm_rtt: Vec<f64> = probes
+                .iter()
+                .enumerate()
+                .filter(warm)
+                .filter(|(_, s)| s.error.is_none())
+                .filter_map(|(_, s)| s.headers_ms)
+                .collect();
+            report.probes = Some(ProbeRoundTrip {
+                rtt: stats::distribution(&warm_rtt, BOOTSTRAP_SEED),
+                cold_probes: probes.iter().enumerate().filter(|p| !warm(p)).count(),
+            });
+        }
         report
     }
 }
@@ -235,6 +343,7 @@ mod tests {
             usage: Some(crate::Usage {
                 input_tokens: Some(10),
                 output_tokens: Some(11),
+                reasoning_tokens: None,
             }),
             ..Sample::default()
         }
@@ -254,27 +363,40 @@ mod tests {
         run
     }
 
+    fn on(new: Option<bool>, s: Sample) -> Sample {
+        Sample {
+            conn: Some(Connection {
+                reused: Some(new != Some(true)),
+                new_connection: new,
+                ..Connection::default()
+            }),
+            ..s
+        }
+    }
+
     #[test]
     fn phases_degradation_connections_and_cold_starts_are_read() {
         let mut samples = vec![sample(0, Phase::Warmup, 0, 9000.0)];
-        samples.extend((0..4).map(|i| sample(0, Phase::Steady, 0, 300.0 + f64::from(i))));
+        samples.extend((0..4).map(|i| {
+            on(
+                Some(false),
+                sample(0, Phase::Steady, 0, 300.0 + f64::from(i)),
+            )
+        }));
         for i in 0..4 {
-            let mut s = sample(0, Phase::Fresh, 0, 400.0 + f64::from(i));
-            s.conn = Some(Connection {
-                reused: i == 3,
-                new_connection: if i == 3 { None } else { Some(true) },
-                ..Connection::default()
-            });
-            samples.push(s);
+            let new = if i == 3 { None } else { Some(true) };
+            samples.push(on(new, sample(0, Phase::Fresh, 0, 400.0 + f64::from(i))));
         }
-        for (k, ttft) in [(1, 300.0), (3, 300.0), (3, 600.0), (3, 900.0)] {
+        for (k, batch, ttft) in [(1, 0, 300.0), (3, 0, 300.0), (3, 0, 600.0), (3, 0, 900.0)] {
             samples.push(Sample {
                 concurrency: k,
+                batch: Some(batch),
                 ..sample(0, Phase::Concurrency, 0, ttft)
             });
         }
         samples.push(Sample {
             idle_ms: Some(30_000),
+            idle_spent_ms: Some(30_004.5),
             ..sample(0, Phase::Cold, 0, 2500.0)
         });
         samples.push(Sample {
@@ -287,32 +409,172 @@ mod tests {
         let phases: Vec<Phase> = report.phases.iter().map(|p| p.phase).collect();
         assert_eq!(
             phases,
-            [Phase::Steady, Phase::Fresh, Phase::Concurrency, Phase::Cold]
+            [Phase::Steady, Phase::Fresh, Phase::Concurrency],
+            "cold requests are single values, not a phase's statistics"
         );
         let steady = &report.phases[0];
         assert_eq!((steady.requests, steady.failed), (4, 0));
-        assert_eq!(steady.ttft.as_ref().map(|d| d.p50.value), Some(301.5));
+        let ttft = steady.ttft.as_ref().expect("answered");
+        assert_eq!(ttft.p50.value, 301.5);
+        assert_eq!(ttft.p90, None, "p90 needs 10 values");
         assert_eq!(
             steady.tpot_ms,
             Some(11.0),
             "(e2e − ttft) / (tokens − 1) = 110 / 10"
         );
-        assert_eq!(report.degradation[1].ratio, Some(2.0));
-        let c = report.connection.expect("fresh and steady");
+        assert_eq!(report.degradation[1].ratio.map(|r| r.value), Some(2.0));
+        assert_eq!(report.degradation[1].requests, 3);
+        let c = report.connection.expect("a fresh phase");
         assert_eq!(
-            (c.fresh_requests, c.verified_new, c.unverifiable),
-            (4, 3, 1)
+            (c.fresh_requests, c.verified_new, c.reused, c.unverifiable),
+            (4, 3, 0, 1)
         );
-        assert_eq!(c.extra_ms(), 100.0);
+        assert_eq!(c.median_fresh_ttft_ms, Some(401.0), "verified new only");
+        assert_eq!(c.extra_ms(), Some(401.0 - 301.5));
+        assert_eq!(c.missing(), None);
         assert_eq!(
             report.cold[0],
             ColdStart {
                 idle_ms: 30_000,
+                idle_spent_ms: Some(30_004.5),
+                hidden: false,
+                idle_timer_late_ms: None,
                 ttft_ms: Some(2500.0),
                 error: None
             }
         );
         assert_eq!(report.cold[1].error.as_deref(), Some("timeout"));
+    }
+
+    #[test]
+    fn a_connection_cost_comes_only_from_verified_connections() {
+        // Every "fresh" request ran on a reused connection (no fresh URL, or a browser
+        // that coalesced): no cost is read from them.
+        let mut samples: Vec<Sample> = (0..5)
+            .map(|i| {
+                on(
+                    Some(false),
+                    sample(0, Phase::Steady, 0, 300.0 + f64::from(i)),
+                )
+            })
+            .collect();
+        samples.extend((0..5).map(|i| {
+            on(
+                Some(false),
+                sample(0, Phase::Fresh, 0, 302.0 + f64::from(i)),
+            )
+        }));
+        let c = RunReport::of(&run(samples.clone(), 1))
+            .connection
+            .expect("a fresh phase");
+        assert_eq!((c.verified_new, c.reused), (0, 5));
+        assert_eq!(c.extra_ms(), None);
+        assert_eq!(
+            c.missing(),
+            Some("no fresh request ran on a new connection")
+        );
+        // None could be told either way.
+        for s in samples.iter_mut().filter(|s| s.phase == Phase::Fresh) {
+            s.conn = None;
+        }
+        let c = RunReport::of(&run(samples.clone(), 1))
+            .connection
+            .expect("a fresh phase");
+        assert!(
+            c.missing().is_some_and(|m| m.contains("could be verified")),
+            "{c:?}"
+        );
+        // New connections, but no steady request verified warm.
+        for s in samples.iter_mut() {
+            s.conn = None;
+            if s.phase == Phase::Fresh {
+                *s = on(Some(true), s.clone());
+            }
+        }
+        let c = RunReport::of(&run(samples, 1))
+            .connection
+            .expect("a fresh phase");
+        assert_eq!(c.verified_new, 5);
+        assert!(c.missing().is_some_and(|m| m.contains("steady")), "{c:?}");
+    }
+
+    #[test]
+    fn the_round_trip_comes_from_warm_probes() {
+        let probe = |ms: f64, new: Option<bool>| {
+            let mut s = sample(0, Phase::Probe, 0, 0.0);
+            s.headers_ms = Some(ms);
+            s.ttft_ms = None;
+            match new {
+                Some(_) => on(new, s),
+                None => s,
+            }
+        };
+        // The first probe opened the connection.
+        let with_conn = vec![
+            probe(90.0, Some(true)),
+            probe(30.0, Some(false)),
+            probe(32.0, Some(false)),
+        ];
+        let p = RunReport::of(&run(with_conn, 1)).probes.expect("probes");
+        assert_eq!(p.cold_probes, 1);
+        assert_eq!(p.rtt.map(|d| d.p50.value), Some(31.0));
+        // Without connection details the first probe is left out.
+        let without = vec![probe(90.0, None), probe(30.0, None), probe(34.0, None)];
+        let p = RunReport::of(&run(without, 1)).probes.expect("probes");
+        assert_eq!(p.cold_probes, 1);
+        assert_eq!(p.rtt.map(|d| d.p50.value), Some(32.0));
+    }
+
+    #[test]
+    fn time_per_token_counts_answer_tokens_only() {
+        let mut reasoning = sample(0, Phase::Steady, 0, 1000.0);
+        // 41 output tokens of which 30 reasoning: 11 answer tokens over 110 ms.
+        reasoning.usage = Some(crate::Usage {
+            input_tokens: Some(10),
+            output_tokens: Some(41),
+            reasoning_tokens: Some(30),
+        });
+        reasoning.reasoning_chunks = 30;
+        let report = RunReport::of(&run(vec![reasoning.clone()], 1));
+        assert_eq!(report.phases[0].tpot_ms, Some(11.0));
+        // Reasoning without a count of its tokens: no honest TPOT.
+        reasoning.usage = Some(crate::Usage {
+            reasoning_tokens: None,
+            ..reasoning.usage.expect("usage")
+        });
+        let report = RunReport::of(&run(vec![reasoning], 1));
+        assert_eq!(report.phases[0].tpot_ms, None);
+    }
+
+    #[test]
+    fn concurrency_failures_are_counted_by_class() {
+        let mut samples: Vec<Sample> = (0..3)
+            .map(|i| Sample {
+                concurrency: 1,
+                batch: Some(i),
+                ..sample(0, Phase::Concurrency, 0, 300.0 + f64::from(i))
+            })
+            .collect();
+        for class in [
+            ErrorClass::Timeout,
+            ErrorClass::Timeout,
+            ErrorClass::Truncated,
+        ] {
+            samples.push(Sample {
+                concurrency: 3,
+                batch: Some(0),
+                error: Some(class),
+                ttft_ms: None,
+                ..sample(0, Phase::Concurrency, 0, 0.0)
+            });
+        }
+        let report = RunReport::of(&run(samples, 1));
+        assert_eq!(
+            report.level_failures,
+            vec![(3, "timeout".to_owned(), 2), (3, "truncated".to_owned(), 1)]
+        );
+        assert_eq!(report.degradation[1].failed, 3);
+        assert_eq!(report.degradation[1].median_ttft_ms, None);
     }
 
     #[test]

@@ -181,6 +181,13 @@ pub enum ErrorClass {
     Stream,
     /// An event that does not have its dialect's shape.
     Parse,
+    /// A 200 event stream that ended cleanly before its end marker (`[DONE]`,
+    /// `message_stop`, …) or inside an event: the answer was cut off. A sample that got
+    /// answer text first keeps its TTFT.
+    Truncated,
+    /// No byte arrived for the plan's stall limit (`stall_timeout_ms`): distinct from
+    /// the whole request taking longer than `timeout_ms`.
+    Stalled,
 }
 
 impl ErrorClass {
@@ -193,6 +200,8 @@ impl ErrorClass {
             ErrorClass::Protocol => "protocol",
             ErrorClass::Stream => "stream",
             ErrorClass::Parse => "parse",
+            ErrorClass::Truncated => "truncated",
+            ErrorClass::Stalled => "stalled",
         }
     }
 }
@@ -213,8 +222,16 @@ pub struct Sample {
     pub concurrency: u32,
     /// The batch of simultaneous requests it belonged to, counted from 0 within the phase.
     pub batch: Option<u32>,
-    /// For a cold request: how long everything was idle before it.
+    /// For a cold request: how long the plan asked to stay idle before it.
     pub idle_ms: Option<u32>,
+    /// For a cold request: the idle time actually spent, from the end of the request
+    /// before it to its `t0`.
+    #[serde(default)]
+    pub idle_spent_ms: Option<f64>,
+    /// For a cold request: how late the wait's own timer came back, at worst. Seconds
+    /// here mean the browser paused the page during the wait (a frozen background tab).
+    #[serde(default)]
+    pub idle_timer_late_ms: Option<f64>,
     /// `t0` as an offset from the run's start.
     pub start_ms: f64,
     /// HTTP status; 0 when the request never got a response.
@@ -238,6 +255,9 @@ pub struct Sample {
     pub itl_ms: Vec<f64>,
     /// Events with output: chunk counts are not token counts.
     pub output_chunks: u32,
+    /// Of those, events with reasoning (a reasoning model's thinking, redacted or not).
+    #[serde(default)]
+    pub reasoning_chunks: u32,
     /// Token counts, when the stream reported them.
     pub usage: Option<Usage>,
     /// The stream's own end marker arrived (`[DONE]`).
@@ -248,9 +268,24 @@ pub struct Sample {
     pub server_timing: Vec<ServerTimingEntry>,
     /// The timing breakdown the stream itself carried (`auth_ms`, `retrieval_ms`, …).
     pub stream_timings: Option<Timings>,
-    /// The page was hidden at some point during the request (timers were throttled).
+    /// The page was hidden at some point during the request, or for a cold request
+    /// during its idle wait (browsers throttle hidden pages).
     pub hidden: bool,
+    /// For a `429` answer: how long the engine then waited, as its `Retry-After` asked
+    /// (at most [`MAX_RETRY_WAIT_MS`]), before the next request. Never part of any
+    /// latency: the next request's `t0` comes after it.
+    #[serde(default)]
+    pub retry_wait_ms: Option<f64>,
+    /// Values the browser saw that could not be kept and were dropped or clipped (see
+    /// [`Sample::clean`]): a timing entry with a negative or day-long duration, entries
+    /// past the 32 allowed, a token count past [`MAX_TOKENS`].
+    #[serde(default)]
+    pub dropped: u32,
 }
+
+/// The longest `Retry-After` wait the engine honours: a longer one is recorded and cut
+/// to this.
+pub const MAX_RETRY_WAIT_MS: f64 = 60_000.0;
 
 impl Sample {
     /// Whether the sample counts in the main target's latency statistics: warm-up
@@ -258,21 +293,36 @@ impl Sample {
     pub fn counts_for_latency(&self) -> bool {
         self.target == 0 && self.phase.streams() && self.phase != Phase::Warmup
     }
+
+    /// Tokens of the answer itself: the reported output tokens less any reasoning tokens.
+    /// `None` when the stream reported no count, or carried reasoning without saying how
+    /// many tokens of it (Anthropic counts thinking in its output tokens).
+    pub fn answer_tokens(&self) -> Option<u64> {
+        let usage = self.usage?;
+        let output = usage.output_tokens?;
+        match usage.reasoning_tokens {
+            Some(reasoning) => output.checked_sub(reasoning),
+            None if self.reasoning_chunks > 0 => None,
+            None => Some(output),
+        }
+    }
 }
 
 /// What Resource Timing says about a request's connection.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Connection {
-    /// Resource Timing saw the request set up no connection of its own. A cross-origin
-    /// request that needs a CORS preflight shows this even on a brand-new connection: the
-    /// preflight opened it.
-    pub reused: bool,
+    /// Resource Timing saw the request set up no connection of its own (`null`: it gave
+    /// no detail, and what is known comes from the port the target reported). A
+    /// cross-origin request that needs a CORS preflight shows this even on a brand-new
+    /// connection: the preflight opened it.
+    pub reused: Option<bool>,
     /// Whether the request ran on a connection no earlier request of the run had used, as
     /// far as it can be verified: from the client port the target reports
-    /// (`X-Firsttoken-Client-Port`, as the demo does), else from a connect interval
-    /// Resource Timing shows. `None` when it cannot be told (a preflighted request to a
-    /// target that does not report the port).
+    /// (`X-Firsttoken-Client-Port`, as the demo does; a port seen before under any host
+    /// name is a reused, or coalesced, connection), and from a connect interval Resource
+    /// Timing shows. `None` when it cannot be told (a preflighted request to a target
+    /// that does not report the port). See [`crate::connections`].
     pub new_connection: Option<bool>,
     /// `h2`, `http/1.1`, `h3`.
     pub protocol: Option<String>,
@@ -498,7 +548,7 @@ impl Client {
             return Err(c.fail("browser_major", format!("is not a version: {major}")));
         }
         if let Some(effective) = &self.effective_type
-            && !["slow-2g", "2g", "3g", "4g"].contains(&effective.as_str())
+            && !EFFECTIVE_TYPES.contains(&effective.as_str())
         {
             return Err(c.fail(
                 "effective_type",
@@ -507,7 +557,7 @@ impl Client {
         }
         c.opt_time("rtt_ms", self.rtt_ms)?;
         if let Some(downlink) = self.downlink_mbps
-            && !(downlink.is_finite() && (0.0..=100_000.0).contains(&downlink))
+            && !(downlink.is_finite() && (0.0..=MAX_DOWNLINK_MBPS).contains(&downlink))
         {
             return Err(c.fail("downlink_mbps", "must be between 0 and 100000"));
         }
@@ -568,7 +618,7 @@ impl Sample {
             ));
         }
         if let Some(message) = &self.error_message {
-            c.text("error_message", message, 500)?;
+            c.text("error_message", message, MAX_MESSAGE_CHARS)?;
         }
         // The times are readings of one clock taken in this order, so they can only grow.
         let ordered = [
@@ -619,6 +669,9 @@ impl Sample {
         if self.batch.is_some_and(|b| b as usize >= MAX_SAMPLES) {
             return Err(c.fail("batch", format!("must be below {MAX_SAMPLES}")));
         }
+        c.opt_time("idle_spent_ms", self.idle_spent_ms)?;
+        c.opt_time("idle_timer_late_ms", self.idle_timer_late_ms)?;
+        c.opt_time("retry_wait_ms", self.retry_wait_ms)?;
         if self.idle_ms.is_some_and(|ms| ms > crate::plan::MAX_IDLE_MS) {
             return Err(c.fail(
                 "idle_ms",
@@ -627,11 +680,7 @@ impl Sample {
         }
         if let Some(conn) = &self.conn {
             if let Some(protocol) = &conn.protocol
-                && (protocol.is_empty()
-                    || protocol.len() > 16
-                    || !protocol
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"/.-".contains(&b)))
+                && !is_protocol(protocol)
             {
                 return Err(c.fail(
                     "conn.protocol",
@@ -671,6 +720,7 @@ impl Sample {
             for (field, value) in [
                 ("usage.input_tokens", usage.input_tokens),
                 ("usage.output_tokens", usage.output_tokens),
+                ("usage.reasoning_tokens", usage.reasoning_tokens),
             ] {
                 if value.is_some_and(|v| v > MAX_TOKENS) {
                     return Err(c.fail(field, format!("must be at most {MAX_TOKENS}")));
@@ -679,6 +729,156 @@ impl Sample {
         }
         Ok(())
     }
+}
+
+/// Whether `value` is a time a record can hold.
+fn storable_time(value: f64) -> bool {
+    value.is_finite() && (0.0..MAX_MS).contains(&value)
+}
+
+/// Text a record can hold: control characters (a newline in a server's error message)
+/// become spaces, and at most `max_chars` characters are kept.
+pub fn clean_text(text: &str, max_chars: usize) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max_chars)
+        .collect()
+}
+
+impl Run {
+    /// Makes the record storable without losing a measurement: every sample cleaned
+    /// ([`Sample::clean`]), and whatever the browser reported of its network that no record
+    /// may hold (an unknown effective type, an impossible round trip) left out.
+    pub fn clean(&mut self) {
+        for sample in &mut self.samples {
+            sample.clean();
+        }
+        let client = &mut self.client;
+        if client
+            .effective_type
+            .as_deref()
+            .is_some_and(|t| !EFFECTIVE_TYPES.contains(&t))
+        {
+            client.effective_type = None;
+        }
+        if client.rtt_ms.is_some_and(|v| !storable_time(v)) {
+            client.rtt_ms = None;
+        }
+        if client
+            .downlink_mbps
+            .is_some_and(|v| !(v.is_finite() && (0.0..=MAX_DOWNLINK_MBPS).contains(&v)))
+        {
+            client.downlink_mbps = None;
+        }
+    }
+}
+
+/// What the Network Information API calls its effective connection types.
+const EFFECTIVE_TYPES: [&str; 4] = ["slow-2g", "2g", "3g", "4g"];
+const MAX_DOWNLINK_MBPS: f64 = 100_000.0;
+
+impl Sample {
+    /// Makes the sample storable without losing the measurement: every value that
+    /// [`Sample::validate`] would refuse, and that came from outside (a server's timing
+    /// object or `Server-Timing` header, its error message, its token counts), is dropped
+    /// or clipped, and each one dropped is counted in `dropped`. The engine calls this as
+    /// each sample is made, so a run the user sat through is never lost to one odd value.
+    pub fn clean(&mut self) {
+        let mut dropped = 0u32;
+        let mut drop_time = |value: &mut Option<f64>| {
+            if value.is_some_and(|v| !storable_time(v)) {
+                *value = None;
+                dropped += 1;
+            }
+        };
+        for value in [
+            &mut self.headers_ms,
+            &mut self.ttfb_ms,
+            &mut self.ttft_any_ms,
+            &mut self.ttft_ms,
+            &mut self.e2e_ms,
+            &mut self.last_token_ms,
+            &mut self.idle_spent_ms,
+            &mut self.idle_timer_late_ms,
+            &mut self.retry_wait_ms,
+        ] {
+            drop_time(value);
+        }
+        if let Some(conn) = &mut self.conn {
+            for value in [&mut conn.dns_ms, &mut conn.connect_ms, &mut conn.tls_ms] {
+                drop_time(value);
+            }
+            if conn.protocol.as_deref().is_some_and(|p| !is_protocol(p)) {
+                conn.protocol = None;
+                dropped += 1;
+            }
+        }
+        if !storable_time(self.start_ms) {
+            self.start_ms = if self.start_ms.is_finite() && self.start_ms > 0.0 {
+                MAX_MS.next_down()
+            } else {
+                0.0
+            };
+            dropped += 1;
+        }
+        let gaps = self.itl_ms.len();
+        self.itl_ms.retain(|gap| storable_time(*gap));
+        self.itl_ms.truncate(crate::stream::MAX_ITL_GAPS);
+        dropped += (gaps - self.itl_ms.len()) as u32;
+        if let Some(message) = &mut self.error_message {
+            *message = clean_text(message, MAX_MESSAGE_CHARS);
+        }
+        let entries = self.server_timing.len();
+        self.server_timing.retain_mut(|entry| {
+            entry.name = clean_text(&entry.name, 64);
+            entry.description = entry
+                .description
+                .as_deref()
+                .map(|d| clean_text(d, 128))
+                .filter(|d| !d.is_empty());
+            !entry.name.trim().is_empty() && storable_time(entry.duration_ms)
+        });
+        self.server_timing.truncate(MAX_TIMING_ENTRIES);
+        dropped += (entries - self.server_timing.len()) as u32;
+        if let Some(timings) = &mut self.stream_timings {
+            let entries = timings.len();
+            timings.retain(|name, ms| {
+                !name.trim().is_empty()
+                    && name.chars().count() <= 64
+                    && !name.chars().any(char::is_control)
+                    && storable_time(*ms)
+            });
+            while timings.len() > MAX_TIMING_ENTRIES {
+                timings.pop_last();
+            }
+            dropped += (entries - timings.len()) as u32;
+        }
+        if let Some(usage) = &mut self.usage {
+            for count in [
+                &mut usage.input_tokens,
+                &mut usage.output_tokens,
+                &mut usage.reasoning_tokens,
+            ] {
+                if count.is_some_and(|c| c > MAX_TOKENS) {
+                    *count = None;
+                    dropped += 1;
+                }
+            }
+        }
+        self.dropped = self.dropped.saturating_add(dropped);
+    }
+}
+
+/// The longest error message a record keeps.
+pub const MAX_MESSAGE_CHARS: usize = 500;
+
+/// `h2`, `http/1.1`, `h3`: what `nextHopProtocol` says.
+fn is_protocol(protocol: &str) -> bool {
+    !protocol.is_empty()
+        && protocol.len() <= 16
+        && protocol
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/.-".contains(&b))
 }
 
 /// The origin of an absolute http(s) URL (`https://chat.example.com:8443`), lowercase.
@@ -811,6 +1011,7 @@ fn check_origin(origin: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dialect::{Timings, Usage};
 
     #[test]
     fn origins() {
@@ -857,6 +1058,61 @@ mod tests {
         );
         assert_eq!(origin_of("ftp://example.com/"), None);
         assert_eq!(origin_of("https://user@example.com/"), None);
+    }
+
+    #[test]
+    fn odd_values_from_a_target_are_dropped_and_counted_not_fatal() {
+        let mut s = Sample {
+            status: 200,
+            concurrency: 1,
+            ttft_ms: Some(300.0),
+            e2e_ms: Some(400.0),
+            error_message: Some("line one\nline two".into()),
+            stream_timings: Some(Timings::from_iter(
+                [
+                    ("auth_ms".to_owned(), 12.5),
+                    // A Unix timestamp in ms, and one in seconds.
+                    ("created_at".to_owned(), 1_764_576_000_000.0),
+                    ("created".to_owned(), 1_764_576_000.0),
+                    ("clock_skew_ms".to_owned(), -3.0),
+                ]
+                .into_iter()
+                .chain((0..40).map(|i| (format!("step_{i:02}_ms"), 1.0))),
+            )),
+            server_timing: (0..40)
+                .map(|i| ServerTimingEntry {
+                    name: format!("step{i}"),
+                    duration_ms: if i == 0 { 2.0 * MAX_MS } else { 1.0 },
+                    description: Some("a\tb".into()),
+                })
+                .collect(),
+            usage: Some(Usage {
+                input_tokens: Some(5),
+                output_tokens: Some(u64::MAX),
+                reasoning_tokens: None,
+            }),
+            ..Sample::default()
+        };
+        assert!(s.validate(0).is_err());
+        s.clean();
+        s.validate(0).expect("clean values are storable");
+        let timings = s.stream_timings.as_ref().expect("kept");
+        assert_eq!(timings.len(), MAX_TIMING_ENTRIES);
+        assert_eq!(timings["auth_ms"], 12.5);
+        assert!(!timings.contains_key("created_at") && !timings.contains_key("clock_skew_ms"));
+        assert_eq!(s.server_timing.len(), MAX_TIMING_ENTRIES);
+        assert_eq!(
+            s.server_timing[0].name, "step1",
+            "the day-long entry is gone"
+        );
+        assert_eq!(s.error_message.as_deref(), Some("line one line two"));
+        assert_eq!(s.usage.and_then(|u| u.output_tokens), None);
+        // 3 odd timings and 9 past the 32 kept of the other 41; 1 day-long Server-Timing
+        // entry and 7 past the 32 kept of the other 39; 1 impossible token count.
+        assert_eq!(s.dropped, 3 + 9 + 1 + 7 + 1);
+        let before = s.clone();
+        s.clean();
+        assert_eq!(s, before, "cleaning twice changes nothing");
     }
 
     #[test]

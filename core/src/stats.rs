@@ -129,11 +129,14 @@ pub fn percentile_ci(sorted: &[f64], p: f64, resamples: usize, seed: u64) -> Opt
     })
 }
 
+/// The 97.5th percentile of the standard normal distribution.
+const Z_975: f64 = 1.959_963_984_540_054;
+
 fn large_sample_ci(sorted: &[f64], p: f64, value: f64) -> Estimate {
     let n = sorted.len() as f64;
     let q = p.clamp(0.0, 100.0) / 100.0;
     let rank = q * (n - 1.0);
-    let spread = 1.959_963_984_540_054 * (n * q * (1.0 - q)).sqrt();
+    let spread = Z_975 * (n * q * (1.0 - q)).sqrt();
     let at = |r: f64| {
         let r = r.clamp(0.0, n - 1.0);
         let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
@@ -146,6 +149,18 @@ fn large_sample_ci(sorted: &[f64], p: f64, value: f64) -> Estimate {
     }
 }
 
+/// The fewest values the `p`-th percentile is reported from: `1 / (1 − p/100)`, so that
+/// at least one value lies above it (p90 from 10 values, p95 from 20, p99 from 100). Below
+/// that, the "p99" of 30 values is only their maximum under another name. The median
+/// needs one value.
+pub fn min_values_for(p: f64) -> usize {
+    if p <= 50.0 {
+        1
+    } else {
+        (1.0 / (1.0 - p.min(99.9) / 100.0)).round() as usize
+    }
+}
+
 /// The shape of a set of times.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Distribution {
@@ -154,26 +169,182 @@ pub struct Distribution {
     pub min: f64,
     pub max: f64,
     pub p50: Estimate,
-    pub p90: Estimate,
-    pub p95: Estimate,
-    pub p99: Estimate,
+    /// `None` below [`min_values_for`] values, as for p95 and p99.
+    pub p90: Option<Estimate>,
+    pub p95: Option<Estimate>,
+    pub p99: Option<Estimate>,
 }
 
-/// Count, mean, extremes and the four reported percentiles with their intervals; each
-/// percentile draws its resamples from the same seed.
+/// Count, mean, extremes and the reported percentiles with their intervals, each only
+/// where the count supports it ([`min_values_for`]); each percentile draws its resamples
+/// from the same seed.
 pub fn distribution(values: &[f64], seed: u64) -> Option<Distribution> {
     let sorted = sorted(values);
-    let ci = |p| percentile_ci(&sorted, p, BOOTSTRAP_RESAMPLES, seed);
+    let ci = |p| {
+        (sorted.len() >= min_values_for(p))
+            .then(|| percentile_ci(&sorted, p, BOOTSTRAP_RESAMPLES, seed))
+            .flatten()
+    };
     Some(Distribution {
         count: sorted.len(),
         mean: mean(&sorted)?,
         min: *sorted.first()?,
         max: *sorted.last()?,
         p50: ci(50.0)?,
-        p90: ci(90.0)?,
-        p95: ci(95.0)?,
-        p99: ci(99.0)?,
+        p90: ci(90.0),
+        p95: ci(95.0),
+        p99: ci(99.0),
     })
+}
+
+/// Percentiles of values that come in clusters (a crowd's runs: the samples of one run
+/// share a browser, a network and a minute, so they are not independent), each with a 95%
+/// interval from a cluster bootstrap: `resamples` times, draw as many runs as there are,
+/// with replacement, pool their values and take the percentile. `ps` must be ascending.
+///
+/// Resamples are drawn as counts per cluster over the pooled values sorted once, so a
+/// resample costs one walk over them. Above [`RESAMPLE_LIMIT`] values the interval is
+/// computed instead: the large-sample form the cluster bootstrap converges to (Woodruff's
+/// interval with the between-cluster variance, see [`cluster_large_sample_ci`]).
+/// Clusters without values are left out; `None` for a percentile when there are none.
+pub fn cluster_percentiles(
+    clusters: &[&[f64]],
+    ps: &[f64],
+    resamples: usize,
+    seed: u64,
+) -> Vec<Option<Estimate>> {
+    let clusters: Vec<Vec<f64>> = clusters
+        .iter()
+        .map(|c| sorted(c))
+        .filter(|c| !c.is_empty())
+        .collect();
+    let mut pooled: Vec<(f64, u32)> = clusters
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| c.iter().map(move |&v| (v, i as u32)))
+        .collect();
+    pooled.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let values: Vec<f64> = pooled.iter().map(|(v, _)| *v).collect();
+    let points: Vec<Option<f64>> = ps.iter().map(|&p| percentile_sorted(&values, p)).collect();
+    if values.is_empty() {
+        return points.iter().map(|_| None).collect();
+    }
+    if values.len() > RESAMPLE_LIMIT {
+        let sizes: Vec<usize> = clusters.iter().map(Vec::len).collect();
+        return ps
+            .iter()
+            .zip(&points)
+            .map(|(&p, value)| Some(cluster_large_sample_ci(&pooled, &sizes, p, (*value)?)))
+            .collect();
+    }
+    let r = clusters.len();
+    let mut rng = SplitMix64::new(seed);
+    let mut draws = vec![0u32; r];
+    let mut stats: Vec<Vec<f64>> = ps.iter().map(|_| Vec::with_capacity(resamples)).collect();
+    for _ in 0..resamples {
+        draws.iter_mut().for_each(|d| *d = 0);
+        for _ in 0..r {
+            draws[rng.below(r)] += 1;
+        }
+        let m: usize = draws
+            .iter()
+            .zip(&clusters)
+            .map(|(&d, c)| d as usize * c.len())
+            .sum();
+        // The resample, sorted, holds each pooled value as often as its cluster was drawn:
+        // walk the pooled values once, to every order statistic the percentiles need.
+        let ranks: Vec<(f64, usize, usize)> = ps
+            .iter()
+            .map(|&p| {
+                let rank = p.clamp(0.0, 100.0) / 100.0 * (m - 1) as f64;
+                (rank, rank.floor() as usize, rank.ceil() as usize)
+            })
+            .collect();
+        let mut found: Vec<(Option<f64>, Option<f64>)> = vec![(None, None); ps.len()];
+        let mut seen = 0usize;
+        let mut next = 0usize;
+        for &(value, cluster) in &pooled {
+            let weight = draws[cluster as usize] as usize;
+            if weight == 0 {
+                continue;
+            }
+            seen += weight;
+            for (j, &(_, lo, hi)) in ranks.iter().enumerate().skip(next) {
+                if found[j].0.is_none() && seen > lo {
+                    found[j].0 = Some(value);
+                }
+                if found[j].1.is_none() && seen > hi {
+                    found[j].1 = Some(value);
+                }
+            }
+            while next < ranks.len() && found[next].1.is_some() {
+                next += 1;
+            }
+            if next == ranks.len() {
+                break;
+            }
+        }
+        for (j, &(rank, lo, _)) in ranks.iter().enumerate() {
+            if let (Some(a), Some(b)) = found[j] {
+                stats[j].push(a + (b - a) * (rank - lo as f64));
+            }
+        }
+    }
+    points
+        .into_iter()
+        .zip(stats)
+        .map(|(value, mut drawn)| {
+            drawn.sort_by(f64::total_cmp);
+            Some(Estimate {
+                value: value?,
+                low: percentile_sorted(&drawn, 2.5)?,
+                high: percentile_sorted(&drawn, 97.5)?,
+            })
+        })
+        .collect()
+}
+
+/// The cluster bootstrap's large-sample interval for the `p`-th percentile `value` of
+/// `pooled` (values sorted ascending, each with its cluster), clusters of `sizes`.
+///
+/// Woodruff (1952): find an interval for the fraction of values at or below the
+/// percentile, then read it back through the pooled values. With `y_r` the values of
+/// cluster `r` at or below `value`, `n_r` its size, `N` all values and `q = p/100`, the
+/// fraction's variance over resampled clusters is `Σ_r (y_r − q·n_r)² / N²` (for clusters
+/// of one value this is `q(1 − q)/N`, and the interval is the order-statistic one of
+/// [`percentile_ci`]). The interval's ends are the pooled values at ranks
+/// `q(N − 1) ± 1.96·N·√variance`, interpolated.
+pub fn cluster_large_sample_ci(
+    pooled: &[(f64, u32)],
+    sizes: &[usize],
+    p: f64,
+    value: f64,
+) -> Estimate {
+    let n = pooled.len() as f64;
+    let q = p.clamp(0.0, 100.0) / 100.0;
+    let mut at_or_below = vec![0usize; sizes.len()];
+    for &(_, cluster) in pooled.iter().take_while(|(v, _)| *v <= value) {
+        at_or_below[cluster as usize] += 1;
+    }
+    let variance: f64 = at_or_below
+        .iter()
+        .zip(sizes)
+        .map(|(&y, &size)| (y as f64 - q * size as f64).powi(2))
+        .sum::<f64>()
+        / (n * n);
+    let spread = Z_975 * n * variance.sqrt();
+    let rank = q * (n - 1.0);
+    let at = |r: f64| {
+        let r = r.clamp(0.0, n - 1.0);
+        let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
+        let (a, b) = (pooled[lo].0, pooled[hi].0);
+        a + (b - a) * (r - lo as f64)
+    };
+    Estimate {
+        value,
+        low: at(rank - spread),
+        high: at(rank + spread),
+    }
 }
 
 /// Each run's median and the median of those: networks drift between sessions, so a
@@ -220,66 +391,187 @@ pub fn tpot_ms(ttft_ms: f64, e2e_ms: f64, output_tokens: u64) -> Option<f64> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LevelDegradation {
     pub level: u32,
-    pub samples: usize,
-    pub median_ttft_ms: f64,
-    /// Median TTFT at this level over the median at level 1.
-    pub ratio: Option<f64>,
+    /// Requests made at this level, failed ones included.
+    pub requests: usize,
+    /// The batches of simultaneous requests they came in.
+    pub batches: usize,
+    /// Of the requests, how many gave no first token (an error, a timeout, a cut-off
+    /// stream).
+    pub failed: usize,
+    /// The median TTFT, failed requests counting as slower than any answer; `None` when
+    /// half of the requests or more failed.
+    pub median_ttft_ms: Option<f64>,
+    /// The median at this level over the median at level 1, with a 95% bootstrap interval
+    /// (`f64::INFINITY` where resamples were mostly failures); `None` without a level-1
+    /// baseline. Level 1 itself has none.
+    pub ratio: Option<Estimate>,
     /// What a server that handles one request at a time would give: (k + 1) / 2.
     pub serial_model: f64,
 }
 
-/// Median TTFT per concurrency level, each over level 1's, beside the serial model.
-/// `levels` pairs each level with its TTFTs; levels without samples are left out.
-pub fn concurrency_degradation(levels: &[(u32, Vec<f64>)]) -> Vec<LevelDegradation> {
+/// A failed request in a concurrency level: slower than any answer.
+const FAILED: f64 = f64::INFINITY;
+
+/// Fewer batches than this at a level leave too few distinct resamples for an interval
+/// to decide anything (two batches give three).
+pub const MIN_BATCHES_FOR_READING: usize = 3;
+
+/// The median of sorted values that may end in infinities (failures).
+fn median_with_failures(sorted: &[f64]) -> Option<f64> {
+    (!sorted.is_empty()).then(|| percentile_with_failures(sorted, 50.0))
+}
+
+/// The ratio of two medians where either may be a failure: a failed baseline makes the
+/// ratio undecidable, which counts as unbounded.
+fn ratio_of(level: f64, base: f64) -> f64 {
+    if base.is_infinite() || level.is_infinite() {
+        FAILED
+    } else {
+        level / base
+    }
+}
+
+/// A level's batches with failures as infinities.
+fn with_failures(batches: &[Vec<Option<f64>>]) -> Vec<Vec<f64>> {
+    batches
+        .iter()
+        .filter(|b| !b.is_empty())
+        .map(|b| {
+            b.iter()
+                .map(|t| t.filter(|v| !v.is_nan()).unwrap_or(FAILED))
+                .collect()
+        })
+        .collect()
+}
+
+/// The median of whole batches drawn with replacement from `batches`.
+fn resampled_median(batches: &[Vec<f64>], rng: &mut SplitMix64) -> f64 {
+    let mut values: Vec<f64> = (0..batches.len())
+        .flat_map(|_| batches[rng.below(batches.len())].iter().copied())
+        .collect();
+    values.sort_by(f64::total_cmp);
+    median_with_failures(&values).unwrap_or(FAILED)
+}
+
+fn pooled_median(batches: &[Vec<f64>]) -> Option<f64> {
+    let mut values: Vec<f64> = batches.iter().flatten().copied().collect();
+    values.sort_by(f64::total_cmp);
+    median_with_failures(&values)
+}
+
+/// Median TTFT per concurrency level, each over level 1's with a bootstrap interval,
+/// beside the serial model. `levels` gives each level's batches of simultaneous
+/// requests, each request's TTFT or `None` when it gave no first token: failures count
+/// against a level (as slower than any answer) instead of dropping out of it, so a server
+/// that collapses under simultaneous requests cannot look unaffected.
+///
+/// The interval resamples whole batches, since requests of one batch wait for each other
+/// (a one-at-a-time server answers a batch of 3 after 1, 2 and 3 steps, every time):
+/// `resamples` times, draw as many of level 1's batches as it has, with replacement, then
+/// as many of this level's, from one generator seeded afresh for each level, and take
+/// the ratio of the two pooled medians; the interval is the 2.5th and 97.5th percentiles
+/// of those ratios. Levels without requests are left out.
+pub fn concurrency_degradation(
+    levels: &[(u32, Vec<Vec<Option<f64>>>)],
+    resamples: usize,
+    seed: u64,
+) -> Vec<LevelDegradation> {
     let base = levels
         .iter()
         .find(|(k, _)| *k == 1)
-        .and_then(|(_, ttfts)| median(ttfts))
-        .filter(|m| *m > 0.0);
+        .map(|(_, batches)| with_failures(batches))
+        .filter(|b| pooled_median(b).is_some_and(|m| m.is_finite() && m > 0.0));
     let mut out: Vec<LevelDegradation> = levels
         .iter()
-        .filter_map(|(k, ttfts)| {
-            let median_ttft_ms = median(ttfts)?;
-            Some(LevelDegradation {
-                level: *k,
-                samples: ttfts.len(),
-                median_ttft_ms,
-                ratio: base.map(|b| median_ttft_ms / b),
-                serial_model: (f64::from(*k) + 1.0) / 2.0,
-            })
+        .map(|(k, batches)| (*k, with_failures(batches)))
+        .filter(|(_, batches)| !batches.is_empty())
+        .map(|(k, batches)| {
+            let median = pooled_median(&batches).unwrap_or(FAILED);
+            let ratio = base.as_ref().filter(|_| k != 1).map(|base| {
+                let mut rng = SplitMix64::new(seed);
+                let mut ratios: Vec<f64> = (0..resamples)
+                    .map(|_| {
+                        let b = resampled_median(base, &mut rng);
+                        ratio_of(resampled_median(&batches, &mut rng), b)
+                    })
+                    .collect();
+                ratios.sort_by(f64::total_cmp);
+                Estimate {
+                    value: ratio_of(median, pooled_median(base).unwrap_or(FAILED)),
+                    low: percentile_with_failures(&ratios, 2.5),
+                    high: percentile_with_failures(&ratios, 97.5),
+                }
+            });
+            let all = batches.iter().flatten();
+            LevelDegradation {
+                level: k,
+                requests: all.clone().count(),
+                batches: batches.len(),
+                failed: all.filter(|v| v.is_infinite()).count(),
+                median_ttft_ms: median.is_finite().then_some(median),
+                ratio,
+                serial_model: (f64::from(k) + 1.0) / 2.0,
+            }
         })
         .collect();
     out.sort_by_key(|d| d.level);
     out
 }
 
-/// A plain reading of a degradation ratio.
+/// [`percentile_sorted`] of sorted values that may end in infinities: interpolating
+/// towards an infinity gives infinity, never NaN.
+fn percentile_with_failures(sorted: &[f64], p: f64) -> f64 {
+    let Some(last) = sorted.len().checked_sub(1) else {
+        return FAILED;
+    };
+    let rank = p.clamp(0.0, 100.0) / 100.0 * last as f64;
+    let (lo, hi) = (sorted[rank.floor() as usize], sorted[rank.ceil() as usize]);
+    if lo == hi || hi.is_infinite() {
+        hi.max(lo)
+    } else {
+        lo + (hi - lo) * (rank - rank.floor())
+    }
+}
+
+/// What a concurrency level says about the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Concurrency {
-    /// TTFT hardly grows: requests are served side by side.
+    /// TTFT hardly grows: the interval excludes the one-at-a-time model.
     Parallel,
-    /// TTFT grows, less than a one-at-a-time server would.
+    /// TTFT grows, less than a one-at-a-time server would: the interval excludes both.
     Partial,
-    /// TTFT grows as if requests waited for each other.
+    /// TTFT grows as if requests waited for each other: the interval excludes running
+    /// side by side.
     Serial,
+    /// The interval holds both models, or the level had fewer than
+    /// [`MIN_BATCHES_FOR_READING`] batches: too few requests to tell.
+    Undecided,
 }
 
 impl LevelDegradation {
-    /// Where the ratio falls between 1 (parallel) and the serial model; `None` at level 1
-    /// or without a level-1 baseline.
+    /// Where this level falls between 1 (side by side) and the serial model. A model is
+    /// named only when the ratio's interval excludes the other one: "side by side" needs
+    /// the interval's top below the serial model, "one at a time" its bottom above 1.
+    /// `None` at level 1 or without a level-1 baseline.
     pub fn reading(&self) -> Option<Concurrency> {
         let ratio = self.ratio?;
         let span = self.serial_model - 1.0;
         if span <= 0.0 {
             return None;
         }
-        let position = (ratio - 1.0) / span;
-        Some(if position < 0.25 {
-            Concurrency::Parallel
-        } else if position < 0.75 {
-            Concurrency::Partial
-        } else {
-            Concurrency::Serial
+        if self.batches < MIN_BATCHES_FOR_READING {
+            return Some(Concurrency::Undecided);
+        }
+        let position = (ratio.value - 1.0) / span;
+        let excludes_serial = ratio.high < self.serial_model;
+        let excludes_parallel = ratio.low > 1.0;
+        Some(match (excludes_parallel, excludes_serial) {
+            (false, false) => Concurrency::Undecided,
+            (false, true) => Concurrency::Parallel,
+            (true, false) => Concurrency::Serial,
+            (true, true) if position < 0.25 => Concurrency::Parallel,
+            (true, true) if position >= 0.75 => Concurrency::Serial,
+            (true, true) => Concurrency::Partial,
         })
     }
 }
@@ -390,18 +682,101 @@ mod tests {
         }
     }
 
+    /// A level's requests in batches of `k`, the failures last.
+    fn level(k: u32, ttfts: &[f64], failed: usize) -> (u32, Vec<Vec<Option<f64>>>) {
+        let mut all: Vec<Option<f64>> = ttfts.iter().copied().map(Some).collect();
+        all.extend(std::iter::repeat_n(None, failed));
+        (k, all.chunks(k as usize).map(<[_]>::to_vec).collect())
+    }
+
+    fn degradation(levels: &[(u32, Vec<Vec<Option<f64>>>)]) -> Vec<LevelDegradation> {
+        concurrency_degradation(levels, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED)
+    }
+
     #[test]
-    fn degradation_reads_plainly() {
-        let levels = vec![
-            (1, vec![100.0, 100.0, 100.0]),
-            (3, vec![100.0, 200.0, 300.0]),
-            (5, vec![105.0, 110.0, 100.0, 95.0, 102.0]),
-        ];
-        let d = concurrency_degradation(&levels);
-        assert_eq!(d[0].reading(), None);
-        assert_eq!((d[1].ratio, d[1].serial_model), (Some(2.0), 2.0));
+    fn degradation_reads_plainly_where_the_interval_decides() {
+        let alone: Vec<f64> = (0..12).map(|i| 200.0 + f64::from(i % 3)).collect();
+        // A one-at-a-time server: each batch of 3 waits 1, 2 and 3 steps.
+        let serial: Vec<f64> = (0..12).map(|i| 200.0 * f64::from(i % 3 + 1)).collect();
+        let side_by_side: Vec<f64> = (0..15).map(|i| 205.0 + f64::from(i % 4)).collect();
+        let d = degradation(&[
+            level(1, &alone, 0),
+            level(3, &serial, 0),
+            level(5, &side_by_side, 0),
+        ]);
+        assert_eq!(d[0].reading(), None, "level 1 is the baseline");
+        let ratio = d[1].ratio.expect("a baseline");
+        // Every batch waits 1, 2 and 3 steps: resampling batches keeps that, so only level
+        // 1's spread widens the interval.
+        assert!(
+            (ratio.value - 400.0 / 201.0).abs() < 1e-9 && ratio.low > 1.9 && ratio.high < 2.1,
+            "{ratio:?}"
+        );
         assert_eq!(d[1].reading(), Some(Concurrency::Serial));
         assert_eq!(d[2].reading(), Some(Concurrency::Parallel));
+        assert_eq!(d[2].serial_model, 3.0);
+    }
+
+    #[test]
+    fn too_few_requests_to_tell_are_said_so() {
+        let alone = [200.0, 201.0, 202.0, 199.0, 200.0, 203.0];
+        // Two batches of a one-at-a-time server: too few to resample.
+        let d = degradation(&[
+            level(1, &alone, 0),
+            level(3, &[200.0, 400.0, 600.0, 201.0, 401.0, 601.0], 0),
+        ]);
+        assert_eq!(d[1].batches, 2);
+        assert_eq!(d[1].reading(), Some(Concurrency::Undecided));
+        // Four batches, two quick and two slow: the interval holds 1 and 2.
+        let d = degradation(&[
+            level(1, &alone, 0),
+            level(
+                3,
+                &[
+                    200.0, 201.0, 202.0, 600.0, 601.0, 602.0, 203.0, 201.0, 200.0, 603.0, 600.0,
+                    601.0,
+                ],
+                0,
+            ),
+        ]);
+        let ratio = d[1].ratio.expect("a baseline");
+        assert!(ratio.low <= 1.0 && ratio.high >= 2.0, "{ratio:?}");
+        assert_eq!(d[1].reading(), Some(Concurrency::Undecided));
+    }
+
+    #[test]
+    fn failures_count_against_their_level() {
+        // At 5 at once, six of ten requests time out; the four that answered were quick.
+        // Dropping the failures would read "side by side".
+        let alone = [200.0, 202.0, 201.0, 199.0, 200.0, 203.0, 198.0, 201.0];
+        let d = degradation(&[
+            level(1, &alone, 0),
+            level(5, &[205.0, 206.0, 204.0, 207.0], 6),
+        ]);
+        let five = d[1];
+        assert_eq!((five.requests, five.failed), (10, 6));
+        assert_eq!(five.median_ttft_ms, None, "more than half failed");
+        let ratio = five.ratio.expect("a baseline");
+        assert!(
+            ratio.value.is_infinite() && ratio.high.is_infinite(),
+            "{ratio:?}"
+        );
+        assert_ne!(five.reading(), Some(Concurrency::Parallel));
+        // One failure in ten moves the median up, not out.
+        let d = degradation(&[
+            level(1, &alone, 0),
+            level(
+                5,
+                &[
+                    205.0, 206.0, 204.0, 207.0, 205.0, 206.0, 204.0, 207.0, 205.0,
+                ],
+                1,
+            ),
+        ]);
+        assert_eq!(d[1].median_ttft_ms, Some(205.5));
+        // A failed baseline gives no ratio at all.
+        let d = degradation(&[level(1, &[200.0], 2), level(3, &[400.0], 0)]);
+        assert_eq!(d[1].ratio, None);
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub struct StreamMetrics {
     pub done: bool,
     /// The body ended inside an event (a truncated answer).
     pub unterminated: bool,
+    /// The dialect ends its streams with a marker of its own, so a stream without `done`
+    /// was cut off.
+    pub expects_end_marker: bool,
 }
 
 /// Feeds stamped chunks through the SSE parser and a dialect, keeping the metrics.
@@ -60,6 +63,9 @@ pub struct StreamRecorder {
     /// Where in an event's JSON the server may put its timing breakdown, for dialects
     /// that have no place of their own for it.
     timings_pointer: Option<String>,
+    /// The pointer's first key, quoted (`"server_timings"`): an event whose data does not
+    /// contain it cannot have the breakdown, so it is not parsed a second time.
+    timings_key: String,
     metrics: StreamMetrics,
 }
 
@@ -68,14 +74,25 @@ impl StreamRecorder {
     pub fn new(dialect: Dialect) -> Self {
         Self {
             parser: SseParser::new(),
-            dialect,
             timings_pointer: None,
-            metrics: StreamMetrics::default(),
+            timings_key: String::new(),
+            metrics: StreamMetrics {
+                expects_end_marker: dialect.has_end_marker(),
+                ..StreamMetrics::default()
+            },
+            dialect,
         }
     }
 
     /// Also looks for a timing breakdown at `pointer` in every JSON event.
     pub fn with_timings_pointer(mut self, pointer: Option<String>) -> Self {
+        self.timings_key = pointer
+            .as_deref()
+            .and_then(|p| p.strip_prefix('/'))
+            .map(|p| p.split('/').next().unwrap_or_default())
+            // RFC 6901: `~1` stands for `/` and `~0` for `~` in a pointer's keys.
+            .map(|key| format!("\"{}\"", key.replace("~1", "/").replace("~0", "~")))
+            .unwrap_or_default();
         self.timings_pointer = pointer;
         self
     }
@@ -91,6 +108,7 @@ impl StreamRecorder {
             parser,
             dialect,
             timings_pointer,
+            timings_key,
             metrics: m,
         } = self;
         m.ttfb_ms.get_or_insert(t_ms);
@@ -119,7 +137,7 @@ impl StreamRecorder {
                 m.content_chars += decoded.content.chars().count() as u64;
                 m.ttft_ms.get_or_insert(t_ms);
             }
-            if !decoded.reasoning.is_empty() {
+            if decoded.has_reasoning() {
                 m.reasoning_chunks += 1;
             }
             if let Some(usage) = decoded.usage {
@@ -128,7 +146,7 @@ impl StreamRecorder {
             if let Some(timings) = decoded.timings {
                 m.timings = Some(timings);
             } else if let Some(pointer) = timings_pointer.as_deref()
-                && event.data.trim_start().starts_with('{')
+                && event.data.contains(timings_key.as_str())
                 && let Ok(value) = serde_json::from_str::<serde_json::Value>(&event.data)
                 && let Some(timings) = value.pointer(pointer).and_then(timings_from)
             {

@@ -1,6 +1,8 @@
 //! Crowd summaries, as the collector answers them and the app reads them: samples grouped
 //! by any of the [`Dimension`]s, each group's TTFT and end-to-end percentiles with
-//! bootstrap intervals, error rates by class and the median of per-run medians.
+//! cluster-bootstrap intervals (whole runs resampled: the samples of one run share a
+//! browser, a network and a minute), error rates by class and the median of per-run
+//! medians.
 //!
 //! The collector streams rows into an [`Accumulator`], which keeps only their numbers, so a
 //! summary over a million samples holds a few tens of megabytes.
@@ -9,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{self, BOOTSTRAP_SEED, Distribution, Estimate};
+use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
 /// What samples can be grouped and filtered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -93,6 +95,10 @@ pub struct Row {
 }
 /// Groups with fewer answered requests than this show counts, not percentiles.
 pub const DEFAULT_MIN_SAMPLES: usize = 30;
+/// Intervals resample runs; with fewer runs than this they would mostly describe those
+/// few runs (a cluster bootstrap's spread shrinks as (R − 1)/R and its ends come from a
+/// handful of distinct resamples), so a group shows its percentiles without intervals.
+pub const MIN_RUNS_FOR_INTERVAL: usize = 10;
 /// Points on each group's TTFT distribution curve.
 const CDF_POINTS: usize = 41;
 
@@ -134,7 +140,8 @@ pub struct ErrorCount {
     pub rate: f64,
 }
 
-/// A distribution's numbers, each percentile with its 95% interval.
+/// A distribution's numbers, each percentile with its 95% interval. A percentile is
+/// `null` where the count does not support it (p90 needs 10 values, p95 20, p99 100).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
     pub count: usize,
@@ -142,41 +149,56 @@ pub struct Percentiles {
     pub min: f64,
     pub max: f64,
     pub p50: Interval,
-    pub p90: Interval,
-    pub p95: Interval,
-    pub p99: Interval,
+    pub p90: Option<Interval>,
+    pub p95: Option<Interval>,
+    pub p99: Option<Interval>,
 }
 
+/// A percentile and its 95% interval; the interval is `null` with fewer than
+/// [`MIN_RUNS_FOR_INTERVAL`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {
     pub value: f64,
-    pub low: f64,
-    pub high: f64,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
 }
 
-impl From<Estimate> for Interval {
-    fn from(e: Estimate) -> Self {
+impl Interval {
+    fn of(e: Estimate, with_interval: bool) -> Self {
         Self {
             value: e.value,
-            low: e.low,
-            high: e.high,
+            low: with_interval.then_some(e.low),
+            high: with_interval.then_some(e.high),
         }
     }
 }
 
-impl From<Distribution> for Percentiles {
-    fn from(d: Distribution) -> Self {
-        Self {
-            count: d.count,
-            mean: d.mean,
-            min: d.min,
-            max: d.max,
-            p50: d.p50.into(),
-            p90: d.p90.into(),
-            p95: d.p95.into(),
-            p99: d.p99.into(),
-        }
-    }
+/// The percentiles of runs' values, pooled, with cluster-bootstrap intervals when there
+/// are enough runs; `None` without values.
+pub fn percentiles(runs: &[&[f64]], seed: u64) -> Option<Percentiles> {
+    let all = stats::sorted(
+        &runs
+            .iter()
+            .flat_map(|r| r.iter().copied())
+            .collect::<Vec<_>>(),
+    );
+    let with_interval = runs.iter().filter(|r| !r.is_empty()).count() >= MIN_RUNS_FOR_INTERVAL;
+    let ps = [50.0, 90.0, 95.0, 99.0];
+    let estimates = stats::cluster_percentiles(runs, &ps, BOOTSTRAP_RESAMPLES, seed);
+    let at = |i: usize| {
+        let estimate = estimates[i]?;
+        (all.len() >= stats::min_values_for(ps[i])).then(|| Interval::of(estimate, with_interval))
+    };
+    Some(Percentiles {
+        count: all.len(),
+        mean: stats::mean(&all)?,
+        min: *all.first()?,
+        max: *all.last()?,
+        p50: at(0)?,
+        p90: at(1),
+        p95: at(2),
+        p99: at(3),
+    })
 }
 
 /// Collects rows into groups.
@@ -188,10 +210,15 @@ pub struct Accumulator {
 #[derive(Debug, Default)]
 struct GroupAcc {
     samples: usize,
-    /// Each run's answered TTFTs, by run id.
-    runs: HashMap<String, Vec<f64>>,
-    e2e: Vec<f64>,
+    /// Each run's answered requests, by run id: intervals resample whole runs.
+    runs: HashMap<String, RunValues>,
     errors: BTreeMap<String, usize>,
+}
+
+#[derive(Debug, Default)]
+struct RunValues {
+    ttft: Vec<f64>,
+    e2e: Vec<f64>,
 }
 
 impl Accumulator {
@@ -202,12 +229,8 @@ impl Accumulator {
         match row.error {
             Some(class) => *group.errors.entry(class).or_default() += 1,
             None => {
-                if let Some(ttft) = row.ttft_ms {
-                    run.push(ttft);
-                }
-                if let Some(e2e) = row.e2e_ms {
-                    group.e2e.push(e2e);
-                }
+                run.ttft.extend(row.ttft_ms);
+                run.e2e.extend(row.e2e_ms);
             }
         }
     }
@@ -236,37 +259,57 @@ impl Accumulator {
 }
 
 fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: usize) -> Group {
-    let ttft: Vec<f64> = acc.runs.values().flatten().copied().collect();
+    // Runs in a fixed order (by id), so the same rows always give the same intervals.
+    let mut runs: Vec<(&String, &RunValues)> = acc.runs.iter().collect();
+    runs.sort_by(|a, b| a.0.cmp(b.0));
+    let ttft_runs: Vec<&[f64]> = runs.iter().map(|(_, r)| r.ttft.as_slice()).collect();
+    let e2e_runs: Vec<&[f64]> = runs.iter().map(|(_, r)| r.e2e.as_slice()).collect();
+    let ttft: Vec<f64> = ttft_runs.iter().flat_map(|r| r.iter().copied()).collect();
     let answered = ttft.len();
+    let runs_answered = ttft_runs.iter().filter(|r| !r.is_empty()).count();
     let failed: usize = acc.errors.values().sum();
     let rate = |count: usize| count as f64 / acc.samples.max(1) as f64;
     let enough = answered >= min_samples;
-    let (_, median_of_run_medians) =
-        stats::median_of_run_medians(acc.runs.values().map(Vec::as_slice));
+    let (_, median_of_run_medians) = stats::median_of_run_medians(ttft_runs.iter().copied());
+    let note = if !enough {
+        Some(format!(
+            "percentiles need at least {min_samples} answered requests; this group has {answered}"
+        ))
+    } else if runs_answered < MIN_RUNS_FOR_INTERVAL {
+        Some(format!(
+            "intervals need at least {MIN_RUNS_FOR_INTERVAL} runs, since they resample whole runs; this group has {runs_answered}"
+        ))
+    } else {
+        None
+    };
     Group {
         key,
         runs: acc.runs.len(),
         samples: acc.samples,
         answered,
         ttft_ms: enough
-            .then(|| stats::distribution(&ttft, BOOTSTRAP_SEED))
-            .flatten()
-            .map(Percentiles::from),
+            .then(|| percentiles(&ttft_runs, BOOTSTRAP_SEED))
+            .flatten(),
         e2e_ms: enough
-            .then(|| stats::distribution(&acc.e2e, BOOTSTRAP_SEED))
-            .flatten()
-            .map(Percentiles::from),
+            .then(|| percentiles(&e2e_runs, BOOTSTRAP_SEED))
+            .flatten(),
         median_of_run_medians_ttft_ms: median_of_run_medians,
         error_rate: rate(failed),
         errors: acc
             .errors
             .iter()
-            .map(|(class, &count)| (class.clone(), ErrorCount { count, rate: rate(count) }))
+            .map(|(class, &count)| {
+                (
+                    class.clone(),
+                    ErrorCount {
+                        count,
+                        rate: rate(count),
+                    },
+                )
+            })
             .collect(),
         ttft_cdf: cdf(&ttft),
-        note: (!enough).then(|| {
-            format!("percentiles need at least {min_samples} answered requests; this group has {answered}")
-        }),
+        note,
     }
 }
 
@@ -337,8 +380,57 @@ mod tests {
         assert_eq!((fiber.runs, fiber.samples, fiber.answered), (4, 41, 40));
         assert_eq!(fiber.errors["http"].count, 1);
         assert!((fiber.error_rate - 1.0 / 41.0).abs() < 1e-12);
-        assert!(fiber.ttft_ms.is_some());
+        let ttft = fiber.ttft_ms.expect("40 answered");
+        assert_eq!(
+            (ttft.p50.low, ttft.p50.high),
+            (None, None),
+            "4 runs: no interval"
+        );
+        assert!(ttft.p90.is_some() && ttft.p95.is_some());
+        assert_eq!(ttft.p99, None, "p99 needs 100 values");
+        assert!(
+            fiber
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("at least 10 runs") && n.contains("has 4")),
+            "{:?}",
+            fiber.note
+        );
         assert_eq!(fiber.ttft_cdf.first(), Some(&[300.0, 0.0]));
         assert_eq!(fiber.ttft_cdf.last(), Some(&[339.0, 1.0]));
+    }
+
+    #[test]
+    fn intervals_resample_whole_runs() {
+        // Twelve runs on networks of different speeds, ten requests each, tightly bunched
+        // within each run: the pooled values look like 120 independent ones, but only
+        // twelve runs vary independently.
+        let mut acc = Accumulator::default();
+        for run in 0..12 {
+            for i in 0..10 {
+                let ttft = 200.0 + 40.0 * f64::from(run) + f64::from(i);
+                acc.add(row("wifi", &format!("run-{run:02}"), None, Some(ttft)));
+            }
+        }
+        let group = &acc.finish(&[Dimension::Network], 30).groups[0];
+        let p50 = group.ttft_ms.expect("120 answered").p50;
+        let (low, high) = (p50.low.expect("12 runs"), p50.high.expect("12 runs"));
+        let values: Vec<f64> = (0..12)
+            .flat_map(|run| (0..10).map(move |i| 200.0 + 40.0 * f64::from(run) + f64::from(i)))
+            .collect();
+        let naive = stats::percentile_ci(
+            &stats::sorted(&values),
+            50.0,
+            BOOTSTRAP_RESAMPLES,
+            BOOTSTRAP_SEED,
+        )
+        .expect("values");
+        assert!(
+            high - low > 1.5 * (naive.high - naive.low),
+            "cluster {low}–{high} against independent {}–{}",
+            naive.low,
+            naive.high
+        );
+        assert_eq!(group.note, None);
     }
 }

@@ -75,6 +75,7 @@ fn load_fixtures() -> Vec<Fixture> {
                 usage => Some(Usage {
                     input_tokens: usage["input_tokens"].as_u64(),
                     output_tokens: usage["output_tokens"].as_u64(),
+                    reasoning_tokens: usage["reasoning_tokens"].as_u64(),
                 }),
             },
             error: expect["error"].as_str().map(str::to_owned),
@@ -91,9 +92,25 @@ fn load_fixtures() -> Vec<Fixture> {
     fixtures
 }
 
+/// The byte offset at which each event of `bytes` is complete: fed one byte at a time, an
+/// incremental parser dispatches each event on the byte that completes it.
+fn completing_bytes(bytes: &[u8]) -> Vec<usize> {
+    let mut parser = SseParser::new();
+    let mut at = Vec::new();
+    for (offset, byte) in bytes.iter().enumerate() {
+        parser.feed(std::slice::from_ref(byte), |_| at.push(offset));
+    }
+    at
+}
+
 /// Parses and decodes `chunks` as one stream, and checks that the timed recorder (which
-/// the engine uses) agrees with the plain parse on every count.
-fn outcome<'a>(dialect: &Dialect, chunks: impl IntoIterator<Item = &'a [u8]>) -> Outcome {
+/// the engine uses) agrees with the plain parse on every count, and that its TTFT and
+/// first-output times are the stamps of the chunks holding the bytes that completed the
+/// first answer event and the first output event. Chunk `i` is stamped `i` ms.
+fn outcome<'a>(f: &Fixture, chunks: impl IntoIterator<Item = &'a [u8]>) -> Outcome {
+    let dialect = &f.dialect;
+    let completing = completing_bytes(&f.bytes);
+    let mut chunk_of_byte = Vec::with_capacity(f.bytes.len());
     let mut parser = SseParser::new();
     let mut recorder = StreamRecorder::new(dialect.clone());
     let mut out = Outcome {
@@ -109,6 +126,7 @@ fn outcome<'a>(dialect: &Dialect, chunks: impl IntoIterator<Item = &'a [u8]>) ->
         server_timings: None,
     };
     for (t, chunk) in chunks.into_iter().enumerate() {
+        chunk_of_byte.extend(std::iter::repeat_n(t as f64, chunk.len()));
         recorder.on_chunk(t as f64, chunk);
         parser.feed(chunk, |event| {
             let index = out.events;
@@ -150,6 +168,19 @@ fn outcome<'a>(dialect: &Dialect, chunks: impl IntoIterator<Item = &'a [u8]>) ->
     assert_eq!(m.done, out.done);
     assert_eq!(m.timings, out.server_timings);
     assert_eq!(m.parse_error, None);
+    let stamp = |event: Option<usize>| event.map(|e| chunk_of_byte[completing[e]]);
+    assert_eq!(
+        m.ttft_ms,
+        stamp(out.first_content_event),
+        "{}: ttft_ms",
+        f.name
+    );
+    assert_eq!(
+        m.ttft_any_ms,
+        stamp(out.first_output_event),
+        "{}: ttft_any_ms",
+        f.name
+    );
     out
 }
 
@@ -181,12 +212,7 @@ fn every_fixture_is_checked() {
 #[test]
 fn fixtures_fed_whole() {
     for f in load_fixtures() {
-        assert_eq!(
-            outcome(&f.dialect, [f.bytes.as_slice()]),
-            f.expected,
-            "{}",
-            f.name
-        );
+        assert_eq!(outcome(&f, [f.bytes.as_slice()]), f.expected, "{}", f.name);
     }
 }
 
@@ -195,12 +221,7 @@ fn fixtures_split_at_every_byte_boundary() {
     for f in load_fixtures() {
         for cut in 0..=f.bytes.len() {
             let (a, b) = f.bytes.split_at(cut);
-            assert_eq!(
-                outcome(&f.dialect, [a, b]),
-                f.expected,
-                "{} cut at {cut}",
-                f.name
-            );
+            assert_eq!(outcome(&f, [a, b]), f.expected, "{} cut at {cut}", f.name);
         }
     }
 }
@@ -208,12 +229,7 @@ fn fixtures_split_at_every_byte_boundary() {
 #[test]
 fn fixtures_fed_one_byte_at_a_time() {
     for f in load_fixtures() {
-        assert_eq!(
-            outcome(&f.dialect, f.bytes.chunks(1)),
-            f.expected,
-            "{}",
-            f.name
-        );
+        assert_eq!(outcome(&f, f.bytes.chunks(1)), f.expected, "{}", f.name);
     }
 }
 
@@ -244,7 +260,7 @@ proptest! {
             points.push(f.bytes.len());
             points.sort_unstable();
             let chunks = points.windows(2).map(|w| &f.bytes[w[0]..w[1]]);
-            prop_assert_eq!(outcome(&f.dialect, chunks), f.expected, "{}", f.name);
+            prop_assert_eq!(outcome(&f, chunks), f.expected, "{}", f.name);
         }
     }
 }

@@ -45,13 +45,25 @@ fn a_run_built_in_code_matches_the_schema() {
     run.samples[0].error_message = Some("fine".into());
     run.samples[0].batch = Some(2);
     run.samples[0].idle_ms = Some(30_000);
+    run.samples[0].idle_spent_ms = Some(30_012.5);
+    run.samples[0].idle_timer_late_ms = Some(4.5);
+    run.samples[0].retry_wait_ms = Some(1000.0);
+    run.samples[0].reasoning_chunks = 3;
+    run.samples[0].dropped = 2;
+    run.samples[0].error = Some(firsttoken_core::ErrorClass::Truncated);
+    run.samples[0].usage = Some(firsttoken_core::Usage {
+        input_tokens: Some(9),
+        output_tokens: Some(40),
+        reasoning_tokens: Some(30),
+    });
+    run.plan.stall_timeout_ms = Some(10_000);
     run.targets.push(firsttoken_core::Target {
         label: "custom".into(),
         origin: "https://app.example.com".into(),
         version: None,
         dialect: serde_json::from_value(
             json!({"custom": {"token_event": "token", "token_pointer": "/t",
-            "done_event": "done", "timings_pointer": "/timings"}}),
+            "done_event": "done", "timings_pointer": "/timings", "error_pointer": "/error"}}),
         )
         .expect("custom dialect"),
         demo: false,

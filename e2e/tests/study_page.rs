@@ -176,7 +176,22 @@ async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
         reading.contains("side by side"),
         "the demo serves requests in parallel: {reading}"
     );
-    driver.find(By::Css("[data-testid=cold-reading]")).await?;
+    let connection = driver
+        .find(By::Css("[data-testid=connection-reading]"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        connection.starts_with("A new connection added")
+            && connection.contains("on 5 requests verified on a new connection"),
+        "the demo reports the client port, so every fresh request is verified: {connection}"
+    );
+    let cold = driver
+        .find(By::Css("[data-testid=cold-reading]"))
+        .await?
+        .text()
+        .await?;
+    assert!(cold.contains("(waited 15."), "{cold}");
 
     // Consent was given: the run is sent, and the page links to it.
     browser
@@ -213,7 +228,7 @@ async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Re
     let plan = Plan {
         phases: vec![PhasePlan::Concurrency {
             levels: vec![1, 3],
-            requests_per_level: 6,
+            requests_per_level: 9,
         }],
         ..Plan::steady(target, 1)
     };
@@ -391,5 +406,107 @@ async fn the_operator_makes_a_link_and_a_token_needs_confirming() -> anyhow::Res
         .await?;
     assert!(notice.contains("benchmark only"), "{notice}");
     browser.screenshot("study-desktop-token-notice").await?;
+    browser.quit().await
+}
+
+/// An operator whose endpoint is on another origin: the fresh-connection URL follows the
+/// target, the check shows it reaches a server that answers on new connections, a
+/// protocol without one says what it leaves out, and a URL without {n} in its host name
+/// is refused, naming the field.
+#[tokio::test]
+async fn the_operator_sets_and_checks_a_fresh_connection_url() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let port = server.address.port();
+    let browser = Browser::start(DESKTOP).await?;
+    let driver = &browser.driver;
+    driver.goto(server.url("/")).await?;
+    let target = driver
+        .query(By::Css("[data-testid=target-url]"))
+        .first()
+        .await?;
+    // Another origin for the page (localhost, not 127.0.0.1), the same server.
+    target.clear().await?;
+    target
+        .send_keys(format!(
+            "http://localhost:{port}/v1/chat/completions?first_token_ms=20&itl_ms=2&tokens=4"
+        ))
+        .await?;
+    let fresh = driver.find(By::Css("[data-testid=fresh-url]")).await?;
+    assert_eq!(
+        fresh.prop("value").await?.unwrap_or_default(),
+        format!(
+            "http://{{n}}.localhost:{port}/v1/chat/completions?first_token_ms=20&itl_ms=2&tokens=4"
+        ),
+        "the fresh URL follows a loopback target"
+    );
+    driver
+        .find(By::Css("[data-testid=check-fresh]"))
+        .await?
+        .click()
+        .await?;
+    let check = browser
+        .wait_for_text("[data-testid=fresh-check]", WAIT, |t| {
+            t.contains("new connection") || t.contains("did not answer")
+        })
+        .await?;
+    assert!(
+        check.contains("answers as the target does")
+            && check.contains("It ran on a new connection"),
+        "{check}"
+    );
+    browser.screenshot("compose-desktop-fresh-check").await?;
+
+    // Without a fresh URL, the quick protocol leaves the fresh phase out, and says so.
+    // (WebDriver's clear fires no input event; a person's keys do.)
+    fresh.send_keys(Key::Control + "a").await?;
+    fresh.send_keys(Key::Backspace).await?;
+    let note = browser
+        .wait_for_text("[data-testid=left-out]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(
+        note.contains("leaves out the requests on new connections"),
+        "{note}"
+    );
+    driver
+        .find(By::Css("[data-testid=make-link]"))
+        .await?
+        .click()
+        .await?;
+    let link = browser
+        .wait_for_count("[data-testid=share-link]", 1, WAIT)
+        .await?[0]
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    let fragment = link.split_once('#').map(|(_, f)| f).unwrap_or_default();
+    let study = Study::from_fragment(fragment).expect("the page makes valid links");
+    assert!(
+        study
+            .plan
+            .phases
+            .iter()
+            .all(|p| p.phase() != firsttoken_core::Phase::Fresh),
+        "{:?}",
+        study.plan.phases
+    );
+
+    // A number in the path does not make a new host name.
+    fresh
+        .send_keys(format!(
+            "http://localhost:{port}/v1/chat/completions?n={{n}}"
+        ))
+        .await?;
+    driver
+        .find(By::Css("[data-testid=make-link]"))
+        .await?
+        .click()
+        .await?;
+    let error = browser
+        .wait_for_text("[data-testid=compose-error]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(
+        error.starts_with("Fresh-connection URL:") && error.contains("host name"),
+        "{error}"
+    );
     browser.quit().await
 }

@@ -207,6 +207,53 @@ async fn faults_happen_as_asked() {
         response.headers()["content-type"],
         "text/plain; charset=utf-8"
     );
+
+    // A clean end mid-answer: the body ends normally, without the stream's end marker.
+    let (url, _db) =
+        demo_url("?fault=end_mid_stream&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await;
+    let text = post(url)
+        .await
+        .expect("response")
+        .text()
+        .await
+        .expect("the body ends without an error");
+    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
+    recorder.on_chunk(0.0, text.as_bytes());
+    let m = recorder.finish();
+    assert_eq!(m.content_chunks, 2);
+    assert!(
+        !m.done && !m.unterminated && m.stream_error.is_none(),
+        "{m:?}"
+    );
+    assert!(m.expects_end_marker);
+}
+
+#[tokio::test]
+async fn a_redirect_leads_to_the_same_answer() {
+    let (url, _db) = demo_url("?redirect=true&first_token_ms=1&itl_ms=1&tokens=3").await;
+    let no_follow = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let response = no_follow
+        .post(&url)
+        .json(&chat_body(true))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 307);
+    assert_eq!(
+        response.headers()["location"],
+        "/v1/chat/completions?first_token_ms=1&itl_ms=1&tokens=3"
+    );
+    let followed = reqwest::Client::new()
+        .post(&url)
+        .json(&chat_body(true))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(followed.status(), 200);
+    assert!(followed.text().await.expect("body").contains("[DONE]"));
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ mod common;
 use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::{ErrorClass, NetworkLabel};
 use firsttoken_core::stats::{self, BOOTSTRAP_SEED};
+use firsttoken_core::summary;
 use firsttoken_core::{Phase, Run, Sample};
 use serde_json::Value;
 
@@ -84,8 +85,20 @@ fn runs() -> Vec<Run> {
     runs
 }
 
-/// What the summary must say for `runs`: core's numbers over their steady samples.
-fn expected(runs: &[&Run]) -> (Vec<f64>, Vec<f64>, usize, usize, Option<f64>) {
+/// What the summary must say for `runs`: core's numbers over their steady samples, each
+/// run's answered TTFTs and total times in run-id order (as the collector orders runs for
+/// its cluster bootstrap), samples, failures and the median of run medians.
+struct Expected {
+    ttft: Vec<Vec<f64>>,
+    e2e: Vec<Vec<f64>>,
+    samples: usize,
+    failed: usize,
+    median_of_medians: Option<f64>,
+}
+
+fn expected(runs: &[&Run]) -> Expected {
+    let mut runs = runs.to_vec();
+    runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
     let steady = |r: &&Run| {
         r.samples
             .iter()
@@ -93,77 +106,58 @@ fn expected(runs: &[&Run]) -> (Vec<f64>, Vec<f64>, usize, usize, Option<f64>) {
             .cloned()
             .collect::<Vec<_>>()
     };
-    let ttft: Vec<f64> = runs
-        .iter()
-        .flat_map(steady)
-        .filter(|s| s.error.is_none())
-        .filter_map(|s| s.ttft_ms)
-        .collect();
-    let e2e: Vec<f64> = runs
-        .iter()
-        .flat_map(steady)
-        .filter(|s| s.error.is_none())
-        .filter_map(|s| s.e2e_ms)
-        .collect();
-    let samples = runs.iter().map(|r| steady(r).len()).sum();
-    let failed = runs
-        .iter()
-        .flat_map(steady)
-        .filter(|s| s.error.is_some())
-        .count();
-    let per_run: Vec<Vec<f64>> = runs
-        .iter()
-        .map(|r| {
-            steady(r)
-                .into_iter()
-                .filter(|s| s.error.is_none())
-                .filter_map(|s| s.ttft_ms)
-                .collect()
-        })
-        .collect();
-    let (_, median_of_medians) = stats::median_of_run_medians(per_run.iter().map(Vec::as_slice));
-    (ttft, e2e, samples, failed, median_of_medians)
+    let answered = |r: &&Run, field: fn(&Sample) -> Option<f64>| -> Vec<f64> {
+        steady(r)
+            .iter()
+            .filter(|s| s.error.is_none())
+            .filter_map(field)
+            .collect()
+    };
+    let ttft: Vec<Vec<f64>> = runs.iter().map(|r| answered(r, |s| s.ttft_ms)).collect();
+    let e2e: Vec<Vec<f64>> = runs.iter().map(|r| answered(r, |s| s.e2e_ms)).collect();
+    let (_, median_of_medians) = stats::median_of_run_medians(ttft.iter().map(Vec::as_slice));
+    Expected {
+        samples: runs.iter().map(|r| steady(r).len()).sum(),
+        failed: runs
+            .iter()
+            .flat_map(steady)
+            .filter(|s| s.error.is_some())
+            .count(),
+        ttft,
+        e2e,
+        median_of_medians,
+    }
 }
 
 /// Compares one summary group with core's statistics over `runs`.
 fn check_group(group: &Value, runs: &[&Run], backend: &str) {
-    let (ttft, e2e, samples, failed, median_of_medians) = expected(runs);
+    let e = expected(runs);
+    let answered: usize = e.ttft.iter().map(Vec::len).sum();
     assert_eq!(group["runs"], runs.len(), "{backend}: {group}");
-    assert_eq!(group["samples"], samples, "{backend}");
-    assert_eq!(group["answered"], ttft.len(), "{backend}");
+    assert_eq!(group["samples"], e.samples, "{backend}");
+    assert_eq!(group["answered"], answered, "{backend}");
     assert_eq!(
         group["error_rate"].as_f64(),
-        Some(failed as f64 / samples as f64),
+        Some(e.failed as f64 / e.samples as f64),
         "{backend}"
     );
-    assert_eq!(group["errors"]["http"]["count"], failed, "{backend}");
+    assert_eq!(group["errors"]["http"]["count"], e.failed, "{backend}");
     assert_eq!(
         group["median_of_run_medians_ttft_ms"].as_f64(),
-        median_of_medians,
+        e.median_of_medians,
         "{backend}"
     );
-    for (key, values) in [("ttft_ms", &ttft), ("e2e_ms", &e2e)] {
-        let d = stats::distribution(values, BOOTSTRAP_SEED).expect("values");
-        let got = &group[key];
-        assert_eq!(got["count"], d.count, "{backend} {key}");
-        assert_eq!(got["mean"].as_f64(), Some(d.mean), "{backend} {key}");
-        for (name, e) in [
-            ("p50", d.p50),
-            ("p90", d.p90),
-            ("p95", d.p95),
-            ("p99", d.p99),
-        ] {
-            let interval = [
-                got[name]["value"].as_f64(),
-                got[name]["low"].as_f64(),
-                got[name]["high"].as_f64(),
-            ];
-            assert_eq!(
-                interval,
-                [Some(e.value), Some(e.low), Some(e.high)],
-                "{backend} {key} {name}"
-            );
-        }
+    for (key, runs) in [("ttft_ms", &e.ttft), ("e2e_ms", &e.e2e)] {
+        let runs: Vec<&[f64]> = runs.iter().map(Vec::as_slice).collect();
+        let want = summary::percentiles(&runs, BOOTSTRAP_SEED).expect("values");
+        let got: summary::Percentiles =
+            serde_json::from_value(group[key].clone()).expect("percentiles");
+        assert_eq!(got, want, "{backend} {key}");
+        // Intervals resample runs, and only from ten runs on.
+        let with_interval = runs.len() >= summary::MIN_RUNS_FOR_INTERVAL;
+        assert_eq!(got.p50.low.is_some(), with_interval, "{backend} {key}");
+        // 8 answered requests per run: p99 needs 100.
+        assert_eq!(got.p99.is_some(), answered >= 100, "{backend} {key}");
     }
 }
 

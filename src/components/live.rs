@@ -335,7 +335,7 @@ pub fn Waterfall(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
         };
         let mut rows = Vec::new();
         let mut at = 0.0;
-        if let Some(conn) = s.conn.as_ref().filter(|c| !c.reused) {
+        if let Some(conn) = s.conn.as_ref().filter(|c| c.reused == Some(false)) {
             let setup = conn.dns_ms.unwrap_or(0.0) + conn.connect_ms.unwrap_or(0.0);
             if setup > 0.0 {
                 rows.push(bar("connecting".into(), 0.0, setup, "wf-connect"));

@@ -1,10 +1,13 @@
 //! A finished run's results, read in plain words: percentiles per phase with their
-//! intervals, what concurrency did, what a new connection cost, cold starts, and the app's
-//! overhead over the targets it was compared with.
+//! intervals (each only where the count supports it), what concurrency did, what a new
+//! connection cost, cold requests one by one, the app's overhead over the targets it was
+//! compared with, and the network round trip.
 
 use firsttoken_core::Run;
-use firsttoken_core::report::RunReport;
-use firsttoken_core::stats::{Concurrency, Estimate};
+use firsttoken_core::report::{ColdStart, ConnectionCost, ProbeRoundTrip, RunReport};
+use firsttoken_core::stats::{
+    Concurrency, Distribution, Estimate, LevelDegradation, MIN_BATCHES_FOR_READING, min_values_for,
+};
 use leptos::prelude::*;
 
 use super::axis::phase_title;
@@ -29,25 +32,211 @@ fn estimate(e: &Estimate) -> AnyView {
     .into_any()
 }
 
-/// What the concurrency phase says about the server, in a sentence.
-fn reading(report: &RunReport) -> Option<String> {
-    let worst = report
+/// A percentile where the count supports it; otherwise what it would need.
+fn percentile(d: &Distribution, p: f64, value: Option<&Estimate>) -> AnyView {
+    match value {
+        Some(e) => estimate(e),
+        None => view! {
+            <span class="note" title="Too few values for this percentile to mean anything">
+                {format!("needs {} (has {})", min_values_for(p), d.count)}
+            </span>
+        }
+        .into_any(),
+    }
+}
+
+/// A ratio as `2.04×`; an unbounded one (mostly failures) as `∞`.
+fn times(ratio: f64) -> String {
+    if ratio.is_finite() {
+        format!("{ratio:.2}×")
+    } else {
+        "∞".to_owned()
+    }
+}
+
+/// `2.0× as long as alone (95% interval 1.9–2.1×)`.
+fn ratio_words(ratio: &Estimate) -> String {
+    format!(
+        "{} as long as alone (95% interval {}–{})",
+        times(ratio.value),
+        times(ratio.low).trim_end_matches('×'),
+        times(ratio.high)
+    )
+}
+
+/// `2 of 10 failed (timeout 2)`, or nothing when none did.
+fn failures_words(d: &LevelDegradation, classes: &[(u32, String, usize)]) -> Option<String> {
+    (d.failed > 0).then(|| {
+        let by_class = classes
+            .iter()
+            .filter(|(k, ..)| *k == d.level)
+            .map(|(_, class, n)| format!("{class} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("{} of {} failed ({by_class})", d.failed, d.requests)
+    })
+}
+
+/// What the concurrency phase says about the server, in a sentence: the highest level
+/// that says anything, a model named only where its interval decides.
+pub fn concurrency_reading(report: &RunReport) -> Option<String> {
+    let d = report
         .degradation
         .iter()
         .filter(|d| d.reading().is_some())
         .max_by_key(|d| d.level)?;
-    let (k, ratio, model) = (worst.level, worst.ratio?, worst.serial_model);
-    Some(match worst.reading()? {
+    let (k, model) = (d.level, times(d.serial_model));
+    let failed = failures_words(d, &report.level_failures)
+        .map(|f| format!(" At {k} at once {f}, counted as slower than any answer."))
+        .unwrap_or_default();
+    if d.median_ttft_ms.is_none() {
+        return Some(format!(
+            "Your server does not keep up with {k} requests at once: {}, so half of them or more gave no first token.",
+            failures_words(d, &report.level_failures).unwrap_or_default()
+        ));
+    }
+    let ratio = d.ratio?;
+    let sentence = match d.reading()? {
         Concurrency::Serial => format!(
-            "Your server appears to handle requests one at a time: with {k} at once, the first token took {ratio:.1}× as long as alone, about what a one-at-a-time server gives ({model:.1}×)."
+            "Your server appears to handle requests one at a time: with {k} at once, the first token took {}, about what a one-at-a-time server gives ({model}).",
+            ratio_words(&ratio)
         ),
         Concurrency::Partial => format!(
-            "Your server slows down when requests arrive together: {ratio:.1}× as long with {k} at once, less than a one-at-a-time server would ({model:.1}×)."
+            "Your server slows down when requests arrive together: with {k} at once, the first token took {}, less than a one-at-a-time server would ({model}).",
+            ratio_words(&ratio)
         ),
         Concurrency::Parallel => format!(
-            "Your server handles simultaneous requests side by side: with {k} at once the first token took {ratio:.1}× as long as alone (one at a time would be {model:.1}×)."
+            "Your server handles simultaneous requests side by side: with {k} at once, the first token took {} (one at a time would be {model}).",
+            ratio_words(&ratio)
         ),
-    })
+        Concurrency::Undecided if d.batches < MIN_BATCHES_FOR_READING => format!(
+            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {} as long as alone, but from {} batches; at least {MIN_BATCHES_FOR_READING} are needed.",
+            times(ratio.value),
+            d.batches
+        ),
+        Concurrency::Undecided => format!(
+            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {}, which fits both side by side (1×) and one at a time ({model}).",
+            ratio_words(&ratio)
+        ),
+    };
+    Some(sentence + &failed)
+}
+
+/// One line per concurrency level.
+fn level_line(d: &LevelDegradation, classes: &[(u32, String, usize)]) -> String {
+    let median = match d.median_ttft_ms {
+        Some(ms) => format!(
+            "first token at {} (median of {}",
+            format::ms(Some(ms)),
+            d.requests
+        ),
+        None => format!("no median (of {}", d.requests),
+    };
+    let failed = failures_words(d, classes)
+        .map(|f| format!("; {f}"))
+        .unwrap_or_default();
+    let ratio = match &d.ratio {
+        Some(r) => format!(
+            ", {}; one at a time: {}",
+            ratio_words(r),
+            times(d.serial_model)
+        ),
+        None => String::new(),
+    };
+    format!("{} at once: {median}{failed}){ratio}", d.level)
+}
+
+/// What a new connection cost, or why no number is given.
+pub fn connection_reading(c: &ConnectionCost) -> String {
+    let left_out = [
+        (c.reused > 0).then(|| {
+            format!(
+                "{} of the {} fresh requests ran on a connection already in use and are left out",
+                c.reused, c.fresh_requests
+            )
+        }),
+        (c.unverifiable > 0)
+            .then(|| format!("{} could not be verified either way", c.unverifiable)),
+    ]
+    .into_iter()
+    .flatten()
+    .collect::<Vec<_>>();
+    let left_out = if left_out.is_empty() {
+        String::new()
+    } else {
+        format!(" {}.", format::sentence(&left_out.join("; ")))
+    };
+    match (c.extra_ms(), c.missing()) {
+        (Some(extra), _) => {
+            let what = if extra >= 0.0 {
+                format!(
+                    "A new connection added {} to the first token",
+                    format::ms(Some(extra))
+                )
+            } else {
+                "A new connection added no measurable time to the first token".to_owned()
+            };
+            format!(
+                "{what}: {} on {} requests verified on a new connection, {} on {} verified on a warm one (medians).{left_out}",
+                format::ms(c.median_fresh_ttft_ms),
+                c.verified_new,
+                format::ms(c.median_warm_ttft_ms),
+                c.verified_warm,
+            )
+        }
+        (None, why) => format!(
+            "No figure for what a new connection costs: {}.{left_out}",
+            why.unwrap_or("too few verified requests")
+        ),
+    }
+}
+
+/// One cold request, with what the wait really was.
+pub fn cold_line(c: &ColdStart) -> String {
+    let what = match (&c.ttft_ms, &c.error) {
+        (Some(t), _) => format::ms(Some(*t)),
+        (None, Some(e)) => format!("failed ({e})"),
+        (None, None) => "no answer".to_owned(),
+    };
+    let mut wait = Vec::new();
+    if let Some(spent) = c.idle_spent_ms {
+        wait.push(format!("waited {}", format::ms(Some(spent))));
+    }
+    if c.hidden {
+        wait.push("the page was hidden, so the browser may have slowed it".to_owned());
+    }
+    if let Some(late) = c.idle_timer_late_ms.filter(|ms| *ms >= 1000.0) {
+        wait.push(format!(
+            "the browser paused the page for {}",
+            format::ms(Some(late))
+        ));
+    }
+    let wait = if wait.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", wait.join("; "))
+    };
+    format!(
+        "After {} idle{wait}: first token at {what}",
+        format::wait(u64::from(c.idle_ms))
+    )
+}
+
+/// The network round trip from the warm probes.
+fn probe_line(p: &ProbeRoundTrip) -> String {
+    let left_out = match p.cold_probes {
+        0 => String::new(),
+        1 => " (the probe that opened the connection left out)".to_owned(),
+        n => format!(" ({n} probes that opened connections left out)"),
+    };
+    match &p.rtt {
+        Some(d) => format!(
+            "Network round trip to the target: {} median of {} warm probes{left_out}.",
+            format::ms(Some(d.p50.value)),
+            d.count
+        ),
+        None => format!("No network round trip: no warm probe answered{left_out}."),
+    }
 }
 
 #[component]
@@ -65,8 +254,8 @@ pub fn ReportView(run: Run) -> impl IntoView {
             let numbers = match &p.ttft {
                 Some(d) => view! {
                     <td data-label="TTFT p50">{estimate(&d.p50)}</td>
-                    <td data-label="TTFT p90">{estimate(&d.p90)}</td>
-                    <td class="wide-only" data-label="TTFT p99">{estimate(&d.p99)}</td>
+                    <td data-label="TTFT p90">{percentile(d, 90.0, d.p90.as_ref())}</td>
+                    <td class="wide-only" data-label="TTFT p99">{percentile(d, 99.0, d.p99.as_ref())}</td>
                     <td data-label="Total p50">{p.e2e.as_ref().map(|e| estimate(&e.p50))}</td>
                     <td class="wide-only" data-label="Per token">{format::ms(p.tpot_ms)}</td>
                     <td class="wide-only" data-label="Longest stall">{format::ms(p.itl.map(|i| i.max))}</td>
@@ -86,52 +275,18 @@ pub fn ReportView(run: Run) -> impl IntoView {
             }
         })
         .collect::<Vec<_>>();
-    let concurrency = reading(&report);
+    let concurrency = concurrency_reading(&report);
     // Every level, so a server that holds up at 3 but not at 5 shows where it turns.
     let levels = report
         .degradation
         .iter()
-        .map(|d| {
-            let ratio = match d.ratio {
-                Some(r) if d.level > 1 => {
-                    format!(", {r:.1}× alone (one at a time: {:.1}×)", d.serial_model)
-                }
-                _ => String::new(),
-            };
-            view! {
-                <li>{format!(
-                    "{} at once: first token at {} (median of {}){ratio}",
-                    d.level,
-                    format::ms(Some(d.median_ttft_ms)),
-                    d.samples
-                )}</li>
-            }
-        })
+        .map(|d| view! { <li>{level_line(d, &report.level_failures)}</li> })
         .collect::<Vec<_>>();
-    let connection = report.connection.map(|c| {
-        let verified = if c.unverifiable == c.fresh_requests {
-            " (whether each really opened a new connection could not be verified: the target does not report the client's port, and a preflighted request hides its connection)".to_owned()
-        } else {
-            format!(", {} of {} verified on a new connection", c.verified_new, c.fresh_requests)
-        };
-        format!(
-            "A new connection added {} to the first token: {} with a new connection, {} on a warm one (medians{verified}).",
-            format::ms(Some(c.extra_ms().max(0.0))),
-            format::ms(Some(c.median_fresh_ttft_ms)),
-            format::ms(Some(c.median_warm_ttft_ms)),
-        )
-    });
+    let connection = report.connection.as_ref().map(connection_reading);
     let cold = report
         .cold
         .iter()
-        .map(|c| {
-            let what = match (&c.ttft_ms, &c.error) {
-                (Some(t), _) => format::ms(Some(*t)),
-                (None, Some(e)) => format!("failed ({e})"),
-                (None, None) => "no answer".to_owned(),
-            };
-            view! { <li>{format!("After {} idle: first token at {what}", format::wait(u64::from(c.idle_ms)))}</li> }
-        })
+        .map(|c| view! { <li>{cold_line(c)}</li> })
         .collect::<Vec<_>>();
     let overhead = report
         .overhead
@@ -148,12 +303,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
             None => view! { <li>{format!("Compared with {}: no round where both answered.", o.target)}</li> }.into_any(),
         })
         .collect::<Vec<_>>();
-    let probes = report.probe_rtt.as_ref().map(|d| {
-        format!(
-            "Network round trip to the target (probes): {} median.",
-            format::ms(Some(d.p50.value))
-        )
-    });
+    let probes = report.probes.as_ref().map(probe_line);
     view! {
         <div class="report" data-testid="run-report">
             <div class="table-scroll" tabindex="0" role="region" aria-label="Results by phase">
@@ -174,7 +324,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
                     <tbody>{rows}</tbody>
                 </table>
             </div>
-            <p class="status">"Each percentile has its 95% bootstrap interval beneath it. Warm-up requests are left out."</p>
+            <p class="status">"Each percentile has its 95% bootstrap interval beneath it, and is shown only where there are enough requests (p90 from 10, p99 from 100). Warm-up requests are left out; requests after idle time are listed one by one below."</p>
             {concurrency.map(|text| view! { <p class="reading" data-testid="concurrency-reading">{text}</p> })}
             {(report.degradation.len() > 1).then(|| view! { <ul class="reading" data-testid="concurrency-levels">{levels}</ul> })}
             {connection.map(|text| view! { <p class="reading" data-testid="connection-reading">{text}</p> })}

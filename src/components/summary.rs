@@ -1,9 +1,11 @@
 //! One line that answers "how long did people wait?": the median and p90 TTFT and the
 //! median total time of the requests that answered, and how many failed. Warm-up
-//! requests, probes and other targets' requests are left out (DESIGN.md, "Statistics").
+//! requests, probes and other targets' requests are left out, and so are requests after
+//! idle time, which are single values (DESIGN.md, "Statistics"); the p90 waits for the 10
+//! values it needs.
 
-use firsttoken_core::Sample;
-use firsttoken_core::stats::{median, percentile};
+use firsttoken_core::stats::{median, min_values_for, percentile};
+use firsttoken_core::{Phase, Sample};
 use leptos::prelude::*;
 
 use crate::format;
@@ -12,7 +14,10 @@ use crate::format;
 pub fn Summary(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
     let numbers = move || {
         samples.with(|samples| {
-            let samples: Vec<&Sample> = samples.iter().filter(|s| s.counts_for_latency()).collect();
+            let samples: Vec<&Sample> = samples
+                .iter()
+                .filter(|s| s.counts_for_latency() && s.phase != Phase::Cold)
+                .collect();
             let answered: Vec<&&Sample> = samples.iter().filter(|s| s.error.is_none()).collect();
             let ttft: Vec<f64> = answered.iter().filter_map(|s| s.ttft_ms).collect();
             let e2e: Vec<f64> = answered.iter().filter_map(|s| s.e2e_ms).collect();
@@ -20,7 +25,10 @@ pub fn Summary(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
                 samples.len(),
                 samples.len() - answered.len(),
                 median(&ttft),
-                percentile(&ttft, 90.0),
+                (ttft.len() >= min_values_for(90.0))
+                    .then(|| percentile(&ttft, 90.0))
+                    .flatten(),
+                ttft.len(),
                 median(&e2e),
             )
         })
@@ -33,11 +41,17 @@ pub fn Summary(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
             </div>
             <div>
                 <dt>"p90 time to first token"</dt>
-                <dd>{move || format::ms(numbers().3)}</dd>
+                <dd>{move || {
+                    let (_, _, _, p90, count, _) = numbers();
+                    match p90 {
+                        Some(_) => format::ms(p90),
+                        None => format!("— (needs {}, has {count})", min_values_for(90.0)),
+                    }
+                }}</dd>
             </div>
             <div>
                 <dt>"Median total time"</dt>
-                <dd>{move || format::ms(numbers().4)}</dd>
+                <dd>{move || format::ms(numbers().5)}</dd>
             </div>
             <div>
                 <dt>"Failed"</dt>

@@ -41,20 +41,26 @@ impl Cancel {
         }
     }
 
-    /// Waits `ms` milliseconds, or less when the run is cancelled meanwhile; says whether
-    /// the whole wait happened. Waits in steps so a cancel is noticed within 200 ms.
-    pub async fn sleep(&self, scope: &Scope, ms: u32) -> bool {
+    /// Waits `ms` milliseconds, or less when the run is cancelled meanwhile. Waits in
+    /// steps, so a cancel is noticed within 200 ms; returns how late the latest step came
+    /// back (a page the browser froze comes back seconds late), or `None` when the run was
+    /// cancelled.
+    pub async fn sleep(&self, scope: &Scope, ms: u32) -> Option<f64> {
         let performance = scope.performance();
         let end = performance.now() + f64::from(ms);
+        let mut latest = 0.0f64;
         loop {
             if self.is_cancelled() {
-                return false;
+                return None;
             }
-            let left = end - performance.now();
+            let now = performance.now();
+            let left = end - now;
             if left <= 0.0 {
-                return true;
+                return Some(latest);
             }
-            scope.sleep(left.min(200.0) as u32).await;
+            let step = left.min(200.0).ceil();
+            scope.sleep(step as u32).await;
+            latest = latest.max(performance.now() - now - step);
         }
     }
 }

@@ -16,5 +16,5 @@ pub mod worker;
 pub use client::{Engine, Placement};
 pub use protocol::{Finished, FromEngine, Progress, ToEngine};
 pub use request::{Measured, RequestSpec, RunContext, measure};
-pub use runner::{Controls, run_plan};
+pub use runner::{Controls, fresh_base, run_plan};
 pub use scope::Scope;

@@ -2,11 +2,10 @@
 //! batches, cold waits and interleaved comparisons. Each finished request is handed to
 //! the caller at once; nothing is drawn here.
 
-use std::collections::HashSet;
-
+use firsttoken_core::connections::{ConnectionLog, Witness};
 use firsttoken_core::outcome::Position;
 use firsttoken_core::plan::{PhasePlan, RunTag, batches};
-use firsttoken_core::schema::EngineReport;
+use firsttoken_core::schema::{Connection, EngineReport, MAX_RETRY_WAIT_MS};
 use firsttoken_core::{Phase, Plan, Sample};
 use futures_util::future::join_all;
 
@@ -15,7 +14,7 @@ use super::health::TimerProbe;
 use super::protocol::{Finished, FromEngine, Progress};
 use super::request::{Measured, RequestSpec, RunContext, measure};
 use super::scope::Scope;
-use super::timing;
+use super::timing::{self, Requested};
 
 /// Everything the page can reach while a run goes on.
 #[derive(Debug, Clone, Default)]
@@ -37,25 +36,25 @@ pub async fn run_plan(
     timing::enlarge_buffer(&performance);
     timing::clear(&performance);
     let probe = TimerProbe::start(scope);
+    let run_start = performance.now();
     let mut run = Runner {
         scope,
         plan,
         context: RunContext {
             cancel: controls.cancel.clone(),
             visibility: controls.visibility.clone(),
-            run_start: performance.now(),
+            run_start,
         },
         samples: Vec::new(),
         demo: vec![false; plan.targets.len()],
         rotation: vec![0; plan.targets.len()],
-        connections: HashSet::new(),
-        // Fresh host names continue from a number unique to the run, so a second run
-        // within the browser's idle-socket lifetime does not find old connections.
-        fresh_base: u64::from_str_radix(&run_id[..6.min(run_id.len())], 16).unwrap_or(0) * 1000,
+        connections: ConnectionLog::default(),
+        fresh_base: fresh_base(run_id),
         fresh_count: 0,
         bodies: bodies(plan, run_id),
         headers: headers(plan, run_id),
         total: plan.total_requests() as u32,
+        last_end: run_start,
     };
     let phases = plan.phases.len() as u32;
     for (number, phase) in plan.phases.iter().enumerate() {
@@ -93,18 +92,19 @@ pub async fn run_plan(
                         if controls.cancel.is_cancelled() {
                             break;
                         }
-                        run.batch(k, batch, &mut emit).await;
+                        let at = (0..k)
+                            .map(|_| run.position(Phase::Concurrency, 0, k, Some(batch), None))
+                            .collect();
+                        run.batch(at, &mut emit).await;
                     }
                 }
             }
             PhasePlan::Cold { idle_ms } => {
                 for &idle in idle_ms {
                     emit(FromEngine::Progress(progress(&run, Some(idle))));
-                    if !controls.cancel.sleep(scope, idle).await {
+                    if !run.cold(idle, &mut emit).await {
                         break;
                     }
-                    let at = run.position(Phase::Cold, 0, 1, None, Some(idle));
-                    run.one(at, &mut emit).await;
                 }
             }
             PhasePlan::Compare { rounds } => {
@@ -114,7 +114,7 @@ pub async fn run_plan(
                             break;
                         }
                         let at = run.position(Phase::Compare, target, 1, None, None);
-                        run.one(at, &mut emit).await;
+                        run.batch(vec![at], &mut emit).await;
                     }
                 }
             }
@@ -135,6 +135,23 @@ pub async fn run_plan(
     run.samples
 }
 
+/// Where a run's fresh host names are numbered from: a number unique to the run, so a
+/// second run within the browser's idle-socket lifetime does not find old connections.
+/// Fresh request `i` (from 1) goes to `{n}` = base + i.
+pub fn fresh_base(run_id: &str) -> u64 {
+    u64::from_str_radix(&run_id[..6.min(run_id.len())], 16).unwrap_or(0) * 1000
+}
+
+/// The headers a request of `phase` carries. A probe is a plain GET with none: any header
+/// would add a CORS preflight, a second round trip, to the round trip it measures.
+fn request_headers(phase: Phase, headers: &[(String, String)]) -> Vec<(String, String)> {
+    if phase == Phase::Probe {
+        Vec::new()
+    } else {
+        headers.to_vec()
+    }
+}
+
 struct Runner<'a> {
     scope: &'a Scope,
     plan: &'a Plan,
@@ -144,8 +161,8 @@ struct Runner<'a> {
     demo: Vec<bool>,
     /// The next scenario of each target.
     rotation: Vec<usize>,
-    /// The connections (origin, client port) the run's requests have used.
-    connections: HashSet<(String, u16)>,
+    /// The connections the run's requests have used, to tell new ones from reused ones.
+    connections: ConnectionLog,
     fresh_base: u64,
     fresh_count: u64,
     /// Each target's scenario bodies, run tag included.
@@ -153,6 +170,9 @@ struct Runner<'a> {
     /// Each target's request headers, run tag included.
     headers: Vec<Vec<(String, String)>>,
     total: u32,
+    /// `performance.now()` when the latest request (or batch) ended: a cold request's
+    /// idle time runs from there.
+    last_end: f64,
 }
 
 impl Runner<'_> {
@@ -175,7 +195,7 @@ impl Runner<'_> {
             None
         };
         Position {
-            index: 0, // set when the sample is kept, in the order requests finish
+            index: 0, // set when the sample is kept, in the order requests started
             phase,
             target,
             scenario,
@@ -197,6 +217,7 @@ impl Runner<'_> {
                 .unwrap_or_else(|| target.url.clone()),
             Phase::Fresh => {
                 self.fresh_count += 1;
+                // A validated plan has a fresh URL wherever it has a fresh phase.
                 target
                     .fresh_url_for(self.fresh_base + self.fresh_count)
                     .unwrap_or_else(|| target.url.clone())
@@ -214,10 +235,11 @@ impl Runner<'_> {
         RequestSpec {
             url,
             body,
-            headers: self.headers[t].clone(),
+            headers: request_headers(at.phase, &self.headers[t]),
             dialect: target.dialect.clone(),
             timings_pointer: target.timings_pointer.clone(),
             timeout_ms: self.plan.timeout_ms,
+            stall_ms: self.plan.stall_timeout_ms,
         }
     }
 
@@ -227,21 +249,34 @@ impl Runner<'_> {
                 return;
             }
             let at = self.position(phase, 0, 1, None, None);
-            self.one(at, emit).await;
+            self.batch(vec![at], emit).await;
         }
     }
 
-    async fn one(&mut self, at: Position, emit: &mut impl FnMut(FromEngine)) {
+    /// Waits `idle` ms, then sends one request; says whether the run goes on. The sample
+    /// records the idle time actually spent, how late the wait's timer came back, and
+    /// whether the page was hidden during the wait.
+    async fn cold(&mut self, idle: u32, emit: &mut impl FnMut(FromEngine)) -> bool {
+        let visibility = self.context.visibility.mark();
+        let Some(late) = self.context.cancel.sleep(self.scope, idle).await else {
+            return false;
+        };
+        let at = self.position(Phase::Cold, 0, 1, None, Some(idle));
         let spec = self.spec(&at);
-        let measured = measure(self.scope, &spec, at, &self.context).await;
-        self.keep(vec![measured], emit);
+        let mut m = measure(self.scope, &spec, at, &self.context).await;
+        m.sample.idle_spent_ms = Some(m.t0 - self.last_end);
+        m.sample.idle_timer_late_ms = Some(late);
+        m.sample.hidden |= self.context.visibility.hidden_since(visibility);
+        self.keep(vec![m], emit).await;
+        true
     }
 
-    /// `k` requests at once.
-    async fn batch(&mut self, k: u32, batch: u32, emit: &mut impl FnMut(FromEngine)) {
-        let requests: Vec<(Position, RequestSpec)> = (0..k)
-            .map(|_| {
-                let at = self.position(Phase::Concurrency, 0, k, Some(batch), None);
+    /// Sends the requests at once (one, for a sequential phase) and keeps them when all
+    /// have ended.
+    async fn batch(&mut self, at: Vec<Position>, emit: &mut impl FnMut(FromEngine)) {
+        let requests: Vec<(Position, RequestSpec)> = at
+            .into_iter()
+            .map(|at| {
                 let spec = self.spec(&at);
                 (at, spec)
             })
@@ -253,41 +288,77 @@ impl Runner<'_> {
                 .map(|(at, spec)| async move { measure(scope, &spec, at, context).await }),
         )
         .await;
-        self.keep(measured, emit);
+        self.keep(measured, emit).await;
     }
 
-    /// Numbers the finished requests in the order they started, hands them over, and
-    /// clears the Resource Timing buffer (nothing is in flight now).
-    fn keep(&mut self, mut measured: Vec<Measured>, emit: &mut impl FnMut(FromEngine)) {
-        measured.sort_by(|a, b| a.sample.start_ms.total_cmp(&b.sample.start_ms));
-        for m in measured {
-            let new_connection = self.new_connection(&m);
-            let Measured {
-                mut sample, demo, ..
-            } = m;
-            if let Some(conn) = sample.conn.as_mut() {
-                conn.new_connection = new_connection;
+    /// Finishes a batch whose requests have all ended: gives each its own Resource Timing
+    /// entry, tells new connections from reused ones, numbers the samples in the order
+    /// they started, honours a `429`'s `Retry-After`, hands them over and clears the
+    /// Resource Timing buffer (nothing is in flight now).
+    async fn keep(&mut self, mut measured: Vec<Measured>, emit: &mut impl FnMut(FromEngine)) {
+        let performance = self.scope.performance();
+        self.last_end = performance.now();
+        measured.sort_by(|a, b| a.t0.total_cmp(&b.t0));
+        let requested: Vec<Requested> = measured
+            .iter()
+            .map(|m| Requested {
+                name: m.timing_name.as_deref(),
+                t0: m.t0,
+                completed: m.completed,
+            })
+            .collect();
+        let timings = timing::read_batch(self.scope, &requested).await;
+        let mut kept = Vec::with_capacity(measured.len());
+        let mut retry_after: f64 = 0.0;
+        for (m, (conn, server_timing)) in measured.into_iter().zip(timings) {
+            let mut sample = m.sample;
+            let new_connection = self.connections.new_connection(Witness {
+                target: sample.target,
+                port: m.client_port,
+                timing_reused: conn.as_ref().and_then(|c| c.reused),
+                preflighted: m.preflighted,
+            });
+            sample.conn = match (conn, new_connection) {
+                (Some(conn), new_connection) => Some(Connection {
+                    new_connection,
+                    ..conn
+                }),
+                // No Resource Timing detail, but the port the target reported.
+                (None, Some(new)) => Some(Connection {
+                    new_connection: Some(new),
+                    ..Connection::default()
+                }),
+                (None, None) => None,
+            };
+            sample.server_timing = server_timing;
+            sample.index = (self.samples.len() + kept.len()) as u32;
+            sample.clean();
+            self.demo[sample.target as usize] |= m.demo;
+            if let Some(ms) = m.retry_after_ms {
+                retry_after = retry_after.max(ms.min(MAX_RETRY_WAIT_MS));
             }
-            sample.index = self.samples.len() as u32;
-            self.demo[sample.target as usize] |= demo;
+            kept.push(sample);
+        }
+        // The server asked for a pause: take it before the next request, so that no
+        // latency includes it, and record it.
+        if retry_after > 0.0 {
+            let start = performance.now();
+            let _ = self
+                .context
+                .cancel
+                .sleep(self.scope, retry_after.ceil() as u32)
+                .await;
+            let waited = performance.now() - start;
+            for sample in kept.iter_mut().filter(|s| s.status == 429) {
+                sample.retry_wait_ms = Some(waited);
+            }
+            self.last_end = performance.now();
+        }
+        for sample in kept {
             emit(FromEngine::Sample(Box::new(sample.clone())));
             self.samples.push(sample);
         }
-        timing::clear(&self.scope.performance());
-    }
-
-    /// Whether a request ran on a connection the run had not used before, as far as can
-    /// be verified: the port the target reports is exact; a connect interval in Resource
-    /// Timing means a new connection; a request without a preflight that shows none ran
-    /// on an old one; a preflighted request without a reported port cannot be told.
-    fn new_connection(&mut self, m: &Measured) -> Option<bool> {
-        let reused = m.sample.conn.as_ref()?.reused;
-        match (m.client_port, &m.origin) {
-            (Some(port), Some(origin)) => Some(self.connections.insert((origin.clone(), port))),
-            _ if !reused => Some(true),
-            _ if !m.preflighted => Some(false),
-            _ => None,
-        }
+        timing::clear(&performance);
     }
 }
 
@@ -367,6 +438,25 @@ mod tests {
         assert_eq!(
             headers(&plan(Some(RunTag::BodyField("user".into()))), RUN_ID)[0].len(),
             1
+        );
+    }
+
+    #[test]
+    fn probes_carry_no_headers_and_other_requests_all_of_them() {
+        let plan = plan(Some(RunTag::Header("X-Benchmark-Run".into())));
+        let headers = headers(&plan, RUN_ID);
+        assert_eq!(request_headers(Phase::Probe, &headers[0]), Vec::new());
+        for phase in [Phase::Warmup, Phase::Steady, Phase::Fresh, Phase::Cold] {
+            assert_eq!(request_headers(phase, &headers[0]).len(), 2, "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn fresh_numbers_are_unique_to_the_run() {
+        assert_eq!(fresh_base(RUN_ID), 0x0f8fad * 1000);
+        assert_ne!(
+            fresh_base(RUN_ID),
+            fresh_base("1f8fad5b-d9cb-469f-a165-70867728950e")
         );
     }
 

@@ -77,6 +77,17 @@ impl Scope {
         let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
     }
 
+    /// Calls `callback` every `ms` milliseconds until the returned guard is dropped.
+    pub fn every(&self, ms: u32, callback: impl FnMut() + 'static) -> Every {
+        let closure = Closure::<dyn FnMut()>::new(callback);
+        let handle = self.set_interval(&closure, i32::try_from(ms).unwrap_or(i32::MAX));
+        Every {
+            scope: self.clone(),
+            handle,
+            _closure: closure,
+        }
+    }
+
     /// `setInterval(callback, ms)`; `None` when the browser refused.
     pub fn set_interval(&self, callback: &Closure<dyn FnMut()>, ms: i32) -> Option<i32> {
         let function = callback.as_ref().unchecked_ref();
@@ -142,6 +153,22 @@ impl Drop for Timeout {
                 Scope::Window(w) => w.clear_timeout_with_handle(id),
                 Scope::Worker(w) => w.clear_timeout_with_handle(id),
             }
+        }
+    }
+}
+
+/// A repeating timer from [`Scope::every`]; cleared when dropped.
+#[derive(Debug)]
+pub struct Every {
+    scope: Scope,
+    handle: Option<i32>,
+    _closure: Closure<dyn FnMut()>,
+}
+
+impl Drop for Every {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle {
+            self.scope.clear_interval(handle);
         }
     }
 }

@@ -1,14 +1,27 @@
-//! What Resource Timing tells about a finished request: whether its connection was new,
-//! the protocol, DNS, connect and TLS times, and the response's `Server-Timing` entries.
+//! What Resource Timing tells about finished requests: whether each one's connection was
+//! new, the protocol, DNS, connect and TLS times, and the response's `Server-Timing`
+//! entries.
 //!
-//! A streaming request's entry appears only once its body has been read to the end, and
-//! the buffer holds 250 entries unless enlarged: the engine enlarges it, reads a request's
-//! entry after the stream ends, matches it by URL and start time, and clears the buffer
-//! whenever no request is in flight.
+//! Three facts shape this module:
+//! - A streaming request's entry appears only once its body has been read to the end,
+//!   and a moment *after* the reader says done (Chromium delivers it separately from the
+//!   body), so a completed request whose entry is not there yet is waited for, briefly.
+//! - An entry is named by the URL requested, not the one a redirect led to.
+//! - The requests of a concurrency batch share one URL and start within a millisecond
+//!   (the clock is coarsened to 0.1 ms in Chromium, 1 ms in Firefox), so start times
+//!   cannot tell their entries apart; their *order* can. Entries are matched to
+//!   requests by start order within the batch, and only where the counts leave no doubt.
+//!
+//! The buffer holds 250 entries unless enlarged: the engine enlarges it, reads a batch's
+//! entries when every request of the batch has ended, and clears the buffer afterwards.
 
-use firsttoken_core::schema::{Connection, MAX_TIMING_ENTRIES, ServerTimingEntry};
+use std::collections::BTreeMap;
+
+use firsttoken_core::schema::{Connection, ServerTimingEntry};
 use wasm_bindgen::JsCast;
 use web_sys::{Performance, PerformanceResourceTiming, PerformanceServerTiming};
+
+use super::scope::Scope;
 
 /// Room for the largest batch of requests between two clears.
 pub fn enlarge_buffer(performance: &Performance) {
@@ -19,49 +32,110 @@ pub fn clear(performance: &Performance) {
     performance.clear_resource_timings();
 }
 
-/// The entry of the request to `url` that started at `t0` (the one closest after it).
-fn entry(performance: &Performance, url: &str, t0: f64) -> Option<PerformanceResourceTiming> {
-    performance
-        .get_entries_by_name_with_entry_type(url, "resource")
-        .iter()
-        .filter_map(|e| e.dyn_into::<PerformanceResourceTiming>().ok())
-        // fetch() records its start a moment after t0 was read; allow for timer rounding.
-        .filter(|e| e.start_time() >= t0 - 1.0)
-        .min_by(|a, b| a.start_time().total_cmp(&b.start_time()))
+/// How long to wait, at most, for entries of completed requests that have not appeared
+/// yet, and how often to look. The wait comes after the requests ended, so it delays only
+/// the next request, never a measurement.
+const LATE_ENTRY_WAIT_MS: u32 = 500;
+const LATE_ENTRY_STEP_MS: u32 = 5;
+
+/// One request of a batch, as the matching needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct Requested<'a> {
+    /// The requested URL as the browser writes it, the name of its entry.
+    pub name: Option<&'a str>,
+    /// `performance.now()` just before its `fetch()`.
+    pub t0: f64,
+    /// The body was read to its end: the browser makes an entry for it.
+    pub completed: bool,
 }
 
-/// The connection and Server-Timing of the request to `url` started at `t0`. Without
-/// `Timing-Allow-Origin` a cross-origin entry hides all of it; then both are empty.
-pub fn read(
+/// What Resource Timing says of one request: its connection (`None` without an entry,
+/// or without detail for a cross-origin target that sends no `Timing-Allow-Origin`) and
+/// its `Server-Timing` entries.
+pub type Timing = (Option<Connection>, Vec<ServerTimingEntry>);
+
+/// The entries of a batch of requests, each request's own, in the order given.
+pub async fn read_batch(scope: &Scope, requests: &[Requested<'_>]) -> Vec<Timing> {
+    let performance = scope.performance();
+    // Entries of an earlier batch that arrived after it was cleared started before this
+    // batch did.
+    let since = requests.iter().map(|r| r.t0).fold(f64::INFINITY, f64::min) - 1.0;
+    let expected = requests
+        .iter()
+        .filter(|r| r.completed && r.name.is_some())
+        .count();
+    let mut entries = entries_since(&performance, requests, since);
+    let mut waited = 0;
+    while entries.values().map(Vec::len).sum::<usize>() < expected && waited < LATE_ENTRY_WAIT_MS {
+        scope.sleep(LATE_ENTRY_STEP_MS).await;
+        waited += LATE_ENTRY_STEP_MS;
+        entries = entries_since(&performance, requests, since);
+    }
+    let mut out: Vec<Timing> = requests.iter().map(|_| (None, Vec::new())).collect();
+    for (name, found) in entries {
+        let mine: Vec<usize> = (0..requests.len())
+            .filter(|&i| requests[i].name == Some(name.as_str()))
+            .collect();
+        let completed: Vec<usize> = mine
+            .iter()
+            .copied()
+            .filter(|&i| requests[i].completed)
+            .collect();
+        // Entries come in the order their requests started. Every request has one, or
+        // exactly the completed ones do; any other count could pair a request with
+        // another's entry, so those requests get none.
+        let owners = if found.len() == mine.len() {
+            mine
+        } else if found.len() == completed.len() {
+            completed
+        } else {
+            continue;
+        };
+        for (i, entry) in owners.into_iter().zip(found) {
+            out[i] = read(&entry);
+        }
+    }
+    out
+}
+
+/// The batch's entries by name, each list in start order.
+fn entries_since(
     performance: &Performance,
-    url: &str,
-    t0: f64,
-) -> (Option<Connection>, Vec<ServerTimingEntry>) {
-    let Some(e) = entry(performance, url, t0) else {
-        return (None, Vec::new());
-    };
+    requests: &[Requested<'_>],
+    since: f64,
+) -> BTreeMap<String, Vec<PerformanceResourceTiming>> {
+    let mut by_name: BTreeMap<String, Vec<PerformanceResourceTiming>> = BTreeMap::new();
+    for entry in performance
+        .get_entries_by_type("resource")
+        .iter()
+        .filter_map(|e| e.dyn_into::<PerformanceResourceTiming>().ok())
+        .filter(|e| e.start_time() >= since)
+    {
+        let name = entry.name();
+        if requests.iter().any(|r| r.name == Some(name.as_str())) {
+            by_name.entry(name).or_default().push(entry);
+        }
+    }
+    for list in by_name.values_mut() {
+        // A stable sort: entries with equal (coarsened) start times keep the order the
+        // browser added them in.
+        list.sort_by(|a, b| a.start_time().total_cmp(&b.start_time()));
+    }
+    by_name
+}
+
+/// One entry's connection and Server-Timing, as the browser gave them; values a record
+/// cannot hold are dropped later, and counted ([`firsttoken_core::Sample::clean`]).
+fn read(e: &PerformanceResourceTiming) -> Timing {
     let server_timing = e
         .server_timing()
         .iter()
         .filter_map(|t| t.dyn_into::<PerformanceServerTiming>().ok())
-        .take(MAX_TIMING_ENTRIES)
         .map(|t| ServerTimingEntry {
-            name: t.name().chars().take(64).collect(),
-            duration_ms: if t.duration().is_finite() {
-                t.duration().max(0.0)
-            } else {
-                0.0
-            },
-            description: Some(
-                t.description()
-                    .chars()
-                    .take(128)
-                    .filter(|c| !c.is_control())
-                    .collect::<String>(),
-            )
-            .filter(|d| !d.is_empty()),
+            name: t.name(),
+            duration_ms: t.duration(),
+            description: Some(t.description()).filter(|d| !d.is_empty()),
         })
-        .filter(|t| !t.name.is_empty())
         .collect();
     // A cross-origin entry without Timing-Allow-Origin reports zeros for everything
     // between fetchStart and responseEnd.
@@ -74,7 +148,7 @@ pub fn read(
     let tls_start = e.secure_connection_start();
     let protocol = e.next_hop_protocol();
     let conn = Connection {
-        reused,
+        reused: Some(reused),
         // The runner decides this, knowing what earlier requests of the run saw.
         new_connection: None,
         protocol: (!protocol.is_empty()).then_some(protocol),

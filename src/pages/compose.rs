@@ -50,7 +50,7 @@ impl Protocol {
 /// On a loopback server, `{n}.localhost` names reach the same server under a new origin
 /// each (browsers resolve every `*.localhost` to loopback), so fresh requests really get
 /// new connections.
-fn loopback_fresh_url(url: &str) -> Option<String> {
+pub fn loopback_fresh_url(url: &str) -> Option<String> {
     let rest = url.strip_prefix("http://")?;
     ["127.0.0.1", "localhost"].into_iter().find_map(|host| {
         let after = rest.strip_prefix(host)?;
@@ -64,6 +64,7 @@ fn loopback_fresh_url(url: &str) -> Option<String> {
 struct Form {
     title: String,
     url: String,
+    fresh_url: String,
     label: String,
     version: String,
     dialect: Dialect,
@@ -84,6 +85,7 @@ fn target(
     dialect: &Dialect,
     body: &str,
     version: &str,
+    fresh_url: &str,
 ) -> Result<TargetPlan, String> {
     let origin = browser::url_origin(url)?;
     let label = if label.trim().is_empty() {
@@ -101,8 +103,8 @@ fn target(
         // breakdown at /server_timings.
         t.probe_url = Some(format!("{page}/api/v1/ping"));
         t.timings_pointer = Some("/server_timings".into());
-        t.fresh_url = loopback_fresh_url(url.trim());
     }
+    t.fresh_url = Some(fresh_url.trim().to_owned()).filter(|f| !f.is_empty());
     Ok(t)
 }
 
@@ -116,6 +118,7 @@ fn build(form: &Form) -> Result<Study, String> {
         &form.dialect,
         &form.body,
         &form.version,
+        &form.fresh_url,
     )
     .map_err(|e| format!("Target URL: {e}"))?;
     if !form.token.trim().is_empty() {
@@ -131,6 +134,7 @@ fn build(form: &Form) -> Result<Study, String> {
                 &form.compare_url,
                 &form.dialect,
                 &form.body,
+                "",
                 "",
             )
         })
@@ -167,10 +171,21 @@ fn build(form: &Form) -> Result<Study, String> {
             .then(|| form.collector.trim().to_owned()),
         carries_token: form.token_is_for_benchmark,
     };
-    study
-        .validate()
-        .map_err(|e| format!("The study is not valid: {e}"))?;
+    study.validate().map_err(|e| {
+        if e.field.ends_with("fresh_url") {
+            format!("Fresh-connection URL: {}", e.message)
+        } else {
+            format!("The study is not valid: {e}")
+        }
+    })?;
     Ok(study)
+}
+
+/// What a preset leaves out for want of a URL, in a sentence; `None` when nothing is.
+fn left_out(protocol: Protocol, fresh_url: &str) -> Option<&'static str> {
+    (matches!(protocol, Protocol::Quick | Protocol::Session) && fresh_url.trim().is_empty()).then_some(
+        "Without a fresh-connection URL this protocol leaves out the requests on new connections: there is no way to force a new connection to the same host name.",
+    )
 }
 
 fn link_to(study: &Study) -> String {
@@ -182,6 +197,10 @@ pub fn ComposePage() -> impl IntoView {
     let origin = browser::page_origin();
     let title = RwSignal::new("Chat latency".to_owned());
     let url = RwSignal::new(format!("{origin}/v1/chat/completions"));
+    let fresh_url = RwSignal::new(loopback_fresh_url(&url.get_untracked()).unwrap_or_default());
+    // Follows the target URL (this server's `{n}.localhost` names) until edited by hand.
+    let fresh_edited = RwSignal::new(false);
+    let fresh_check = RwSignal::new(None::<Vec<CheckLine>>);
     let label = RwSignal::new("demo".to_owned());
     let version = RwSignal::new(String::new());
     let dialect = RwSignal::new(Dialect::OpenaiChat);
@@ -208,6 +227,7 @@ pub fn ComposePage() -> impl IntoView {
         let form = Form {
             title: title.get_untracked(),
             url: url.get_untracked(),
+            fresh_url: fresh_url.get_untracked(),
             label: label.get_untracked(),
             version: version.get_untracked(),
             dialect: dialect.get_untracked(),
@@ -236,6 +256,18 @@ pub fn ComposePage() -> impl IntoView {
         },
         Err(e) => error.set(Some(format!("The JSON is not a study: {e}"))),
     };
+    let check = move |_| {
+        fresh_check.set(Some(vec![CheckLine::pending("Checking…")]));
+        let (target, fresh, body) = (
+            url.get_untracked(),
+            fresh_url.get_untracked(),
+            body.get_untracked(),
+        );
+        let dialect = dialect.get_untracked();
+        leptos::task::spawn_local(async move {
+            fresh_check.set(Some(check_fresh_url(&target, &fresh, &body, dialect).await));
+        });
+    };
     let copy = move |_| {
         if let (Some(link), Some(window)) = (link.get_untracked(), web_sys::window()) {
             let _ = window.navigator().clipboard().write_text(&link);
@@ -254,9 +286,32 @@ pub fn ComposePage() -> impl IntoView {
                 </label>
                 <label class="wide">
                     <span>"Target URL"</span>
-                    <input type="url" data-testid="target-url" bind:value=url />
+                    <input type="url" data-testid="target-url" bind:value=url on:input=move |ev| {
+                        if !fresh_edited.get_untracked() {
+                            fresh_url.set(loopback_fresh_url(&event_target_value(&ev)).unwrap_or_default());
+                        }
+                    } />
                     <small>"Your streaming chat endpoint. The default is this server's built-in demo, which answers after 300 ms."</small>
                 </label>
+                <div class="wide fresh">
+                    <label>
+                        <span>"Fresh-connection URL (optional)"</span>
+                        <input type="text" spellcheck="false" placeholder="https://{n}.fresh.chat.example.com/v1/chat" data-testid="fresh-url"
+                            bind:value=fresh_url on:input=move |_| { fresh_edited.set(true); fresh_check.set(None); } />
+                        <small>"The target's URL on a wildcard host name that reaches the same server, with {n} where a number goes: each request gets a host name never used before, the only way to force a new connection. Empty: new connections are not measured."</small>
+                    </label>
+                    <div class="actions">
+                        <button type="button" data-testid="check-fresh" on:click=check disabled=move || fresh_url.with(|f| f.trim().is_empty())>"Check it reaches the same server"</button>
+                    </div>
+                    {move || fresh_check.get().map(|lines| view! {
+                        <ul class="check-result" data-testid="fresh-check" aria-live="polite">
+                            {lines.into_iter().map(|l| {
+                                let class = l.class();
+                                view! { <li class=class>{l.text}</li> }
+                            }).collect::<Vec<_>>()}
+                        </ul>
+                    })}
+                </div>
                 <label>
                     <span>"Target name"</span>
                     <input type="text" data-testid="target-label" bind:value=label />
@@ -288,6 +343,9 @@ pub fn ComposePage() -> impl IntoView {
                         }).collect::<Vec<_>>()}
                     </select>
                 </label>
+                {move || left_out(protocol.get(), &fresh_url.get()).map(|note| view! {
+                    <p class="notice wide" role="note" data-testid="left-out">{note}</p>
+                })}
                 <Show when=move || protocol.get() == Protocol::Steady>
                     <label>
                         <span>"Requests"</span>
@@ -357,4 +415,154 @@ pub fn ComposePage() -> impl IntoView {
             </section>
         </Show>
     }
+}
+
+/// One line of the fresh-URL check's answer.
+#[derive(Debug, Clone)]
+struct CheckLine {
+    /// `None` while the check runs.
+    ok: Option<bool>,
+    text: String,
+}
+
+impl CheckLine {
+    fn pending(text: &str) -> Self {
+        Self {
+            ok: None,
+            text: text.to_owned(),
+        }
+    }
+
+    fn class(&self) -> &'static str {
+        match self.ok {
+            None => "pending",
+            Some(true) => "ok",
+            Some(false) => "bad",
+        }
+    }
+}
+
+/// Sends the study's request to the target and to the fresh URL (under a host name picked
+/// at random) with the engine's own code, and says whether the fresh one reached a server
+/// that answers the same way on a connection of its own.
+async fn check_fresh_url(
+    target: &str,
+    fresh: &str,
+    body: &str,
+    dialect: Dialect,
+) -> Vec<CheckLine> {
+    use crate::engine::{RequestSpec, RunContext, Scope, measure, timing};
+    use firsttoken_core::outcome::Position;
+
+    let fail = |text: String| {
+        vec![CheckLine {
+            ok: Some(false),
+            text,
+        }]
+    };
+    let mut probe_target = TargetPlan::new("check", target.trim(), dialect.clone(), body);
+    probe_target.fresh_url = Some(fresh.trim().to_owned());
+    let mut plan = Plan::steady(probe_target, 1);
+    plan.phases.push(PhasePlan::Fresh { requests: 1 });
+    if let Err(e) = plan.validate() {
+        return fail(firsttoken_core::schema::clean_text(&e.to_string(), 300));
+    }
+    let scope = Scope::current();
+    let number = u64::from(scope.random_bytes()[0]) * 1000 + u64::from(scope.random_bytes()[1]);
+    let fresh_url = plan.main_target().fresh_url_for(number).unwrap_or_default();
+    let spec = |url: &str| RequestSpec {
+        url: url.to_owned(),
+        body: Some(body.to_owned()),
+        headers: Vec::new(),
+        dialect: dialect.clone(),
+        timings_pointer: None,
+        timeout_ms: 30_000,
+        stall_ms: None,
+    };
+    let context = RunContext {
+        run_start: scope.performance().now(),
+        ..RunContext::default()
+    };
+    let mut measured = Vec::new();
+    for url in [target.trim(), fresh_url.as_str()] {
+        let mut m = measure(&scope, &spec(url), Position::default(), &context).await;
+        let requested = [timing::Requested {
+            name: m.timing_name.as_deref(),
+            t0: m.t0,
+            completed: m.completed,
+        }];
+        m.sample.conn = timing::read_batch(&scope, &requested)
+            .await
+            .pop()
+            .and_then(|(conn, _)| conn);
+        timing::clear(&scope.performance());
+        measured.push(m);
+    }
+    let (main, fresh) = (&measured[0], &measured[1]);
+    let answered =
+        |m: &crate::engine::Measured| m.sample.error.is_none() && m.sample.ttft_ms.is_some();
+    let describe = |m: &crate::engine::Measured| match (&m.sample.error, m.sample.ttft_ms) {
+        (None, Some(ttft)) => format!(
+            "{} with an answer, first token after {}",
+            m.sample.status,
+            crate::format::ms(Some(ttft))
+        ),
+        _ => m
+            .sample
+            .error_message
+            .clone()
+            .unwrap_or_else(|| format!("HTTP {} without an answer", m.sample.status)),
+    };
+    let mut lines = Vec::new();
+    if !answered(main) {
+        return fail(format!(
+            "The target itself did not answer: {}.",
+            describe(main)
+        ));
+    }
+    lines.push(CheckLine {
+        ok: Some(answered(fresh) && fresh.sample.status == main.sample.status),
+        text: if answered(fresh) {
+            format!(
+                "{fresh_url} answers as the target does: {} (the target: {}).",
+                describe(fresh),
+                describe(main)
+            )
+        } else {
+            format!(
+                "{fresh_url} did not answer: {}. Check that the wildcard host name resolves, has a certificate, and allows CORS from this page.",
+                describe(fresh)
+            )
+        },
+    });
+    if answered(fresh) {
+        let new = match (main.client_port, fresh.client_port) {
+            (Some(a), Some(b)) => Some((
+                a != b,
+                format!("client port {b}, the target's {a}, from X-Firsttoken-Client-Port"),
+            )),
+            _ => fresh
+                .sample
+                .conn
+                .as_ref()
+                .and_then(|c| c.reused)
+                .filter(|_| !fresh.preflighted)
+                .map(|reused| (!reused, "from Resource Timing".to_owned())),
+        };
+        lines.push(match new {
+            Some((true, how)) => CheckLine {
+                ok: Some(true),
+                text: format!("It ran on a new connection ({how})."),
+            },
+            Some((false, how)) => CheckLine {
+                ok: Some(false),
+                text: format!("It ran on a connection already in use ({how}): the browser shares connections between these host names."),
+            },
+            None => CheckLine {
+                ok: None,
+                text: "Whether it ran on a new connection cannot be seen from here: the target does not report the client's port in X-Firsttoken-Client-Port, and the CORS preflight hides the connection from Resource Timing. Runs will then give no figure for what a new connection costs.".to_owned(),
+            },
+        });
+    }
+    lines
 }

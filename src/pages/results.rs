@@ -4,7 +4,8 @@
 
 use firsttoken_core::NetworkLabel;
 use firsttoken_core::Phase;
-use firsttoken_core::summary::{Dimension, Group, Interval, Summary};
+use firsttoken_core::stats::min_values_for;
+use firsttoken_core::summary::{Dimension, Group, Interval, MIN_RUNS_FOR_INTERVAL, Summary};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 
@@ -58,15 +59,34 @@ fn group_name(group: &Group) -> String {
         .join(" · ")
 }
 
-/// `305 ms` with its interval `296–327 ms` beneath.
+/// `305 ms` with its interval `296–327 ms` beneath; a group with too few runs for an
+/// interval says so instead.
 fn interval(i: &Interval) -> AnyView {
+    let beneath = match (i.low, i.high) {
+        (Some(low), Some(high)) => format!(
+            "{}–{}",
+            format::ms(Some(low)).trim_end_matches(" ms"),
+            format::ms(Some(high))
+        ),
+        _ => "no interval: too few runs".to_owned(),
+    };
     view! {
         <span class="estimate">
             {format::ms(Some(i.value))}
-            <small class="ci">{format!("{}–{}", format::ms(Some(i.low)).trim_end_matches(" ms"), format::ms(Some(i.high)))}</small>
+            <small class="ci">{beneath}</small>
         </span>
     }
     .into_any()
+}
+
+/// A percentile the count may not support (p90 needs 10 values, p99 100).
+fn maybe_interval(i: Option<&Interval>, needs: usize, has: usize) -> AnyView {
+    match i {
+        Some(i) => interval(i),
+        None => {
+            view! { <span class="note">{format!("needs {needs} (has {has})")}</span> }.into_any()
+        }
+    }
 }
 
 fn percent(rate: f64) -> String {
@@ -241,9 +261,9 @@ fn SummaryView(summary: Summary) -> impl IntoView {
             let numbers = match (&g.ttft_ms, &g.e2e_ms) {
                 (Some(ttft), e2e) => view! {
                     <td>{interval(&ttft.p50)}</td>
-                    <td>{interval(&ttft.p90)}</td>
-                    <td class="wide-only">{interval(&ttft.p95)}</td>
-                    <td class="wide-only">{interval(&ttft.p99)}</td>
+                    <td>{maybe_interval(ttft.p90.as_ref(), min_values_for(90.0), ttft.count)}</td>
+                    <td class="wide-only">{maybe_interval(ttft.p95.as_ref(), min_values_for(95.0), ttft.count)}</td>
+                    <td class="wide-only">{maybe_interval(ttft.p99.as_ref(), min_values_for(99.0), ttft.count)}</td>
                     <td class="wide-only">{format::ms(g.median_of_run_medians_ttft_ms)}</td>
                     <td>{e2e.as_ref().map(|e| interval(&e.p50))}</td>
                 }
@@ -271,7 +291,7 @@ fn SummaryView(summary: Summary) -> impl IntoView {
     view! {
         <p class="status">
             {format!(
-                "Time to first token, {}. Each percentile has its 95% bootstrap interval beneath it; groups with fewer than {} answered requests show counts only.",
+                "Time to first token, {}. Each percentile has its 95% interval beneath it, from resampling whole runs (a run's requests share a browser, a network and a minute), once a group has {MIN_RUNS_FOR_INTERVAL} runs; groups with fewer than {} answered requests show counts only.",
                 if dimensions.is_empty() { "all runs together".to_owned() } else { format!("by {}", dimensions.iter().map(|d| d.title().to_lowercase()).collect::<Vec<_>>().join(" and ")) },
                 summary.min_samples
             )}
@@ -399,12 +419,11 @@ fn CompareVersions() -> impl IntoView {
                     (Some(pb), Some(pa)) => {
                         let change = pa.p50.value - pb.p50.value;
                         let relative = change / pb.p50.value * 100.0;
-                        let reading = if pa.p50.high < pb.p50.low {
-                            "faster"
-                        } else if pa.p50.low > pb.p50.high {
-                            "slower"
-                        } else {
-                            "no clear difference"
+                        let reading = match (pa.p50.low, pa.p50.high, pb.p50.low, pb.p50.high) {
+                            (Some(_), Some(a_high), Some(b_low), Some(_)) if a_high < b_low => "faster",
+                            (Some(a_low), Some(_), Some(_), Some(b_high)) if a_low > b_high => "slower",
+                            (Some(_), Some(_), Some(_), Some(_)) => "no clear difference",
+                            _ => "too few runs to tell",
                         };
                         format!(
                             "{}{} ({relative:+.0}%): {reading}",

@@ -424,6 +424,13 @@ fn StudyView(study: Study) -> impl IntoView {
                     {
                         move || {
                             let collector_host = collector_host.get_value();
+                            if let Status::Invalid(why) = session.status.get() {
+                                return view! {
+                                    <span class="error" data-testid="upload-impossible">
+                                        {format!("These results cannot be sent ({why}). You can still download them below.")}
+                                    </span>
+                                }.into_any();
+                            }
                             match this_upload() {
                                 None => view! {
                                     <button type="button" data-testid="upload-button" on:click=move |_| {

@@ -234,7 +234,7 @@ impl Db {
                         .push_bind(i64::from(s.output_chunks))
                         .push_bind(usage.input_tokens.map(|t| t as i64))
                         .push_bind(usage.output_tokens.map(|t| t as i64))
-                        .push_bind(s.conn.as_ref().map(|c| c.reused))
+                        .push_bind(s.conn.as_ref().and_then(|c| c.reused))
                         .push_bind(s.conn.as_ref().and_then(|c| c.protocol.clone()))
                         .push_bind(s.hidden);
                 });

@@ -16,8 +16,12 @@ pub enum Fault {
     Http500,
     /// The connection closes before any response is sent.
     CloseBeforeHeaders,
-    /// The connection closes after `fault_after` tokens, without ending the stream.
+    /// The connection breaks after `fault_after` tokens, without ending the stream (the
+    /// browser sees a network error).
     CloseMidStream,
+    /// The response ends cleanly after `fault_after` tokens, without the stream's end
+    /// marker: no `finish_reason`, no `[DONE]` (the browser sees a normal end).
+    EndMidStream,
     /// The stream stops sending after `fault_after` tokens and never ends.
     Stall,
     /// A 200 whose content type is not an event stream.
@@ -58,6 +62,9 @@ pub struct Knobs {
     pub pool: String,
     /// `Connection: close` on the response.
     pub connection_close: bool,
+    /// Answer with `307 Temporary Redirect` to the same URL without this knob (the
+    /// browser repeats the POST there).
+    pub redirect: bool,
     pub fault: Option<Fault>,
     /// After how many tokens a mid-stream fault happens (default: half of them).
     pub fault_after: Option<u32>,
@@ -78,6 +85,7 @@ impl Default for Knobs {
             slots: 0,
             pool: "default".to_owned(),
             connection_close: false,
+            redirect: false,
             fault: None,
             fault_after: None,
         }

@@ -27,7 +27,7 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, Query};
-use axum::http::{HeaderName, HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use firsttoken_core::schema::DEMO_HEADER;
@@ -82,6 +82,7 @@ static REQUESTS: AtomicU64 = AtomicU64::new(1);
 type Chunk = Result<Bytes, std::io::Error>;
 
 async fn chat_completions(
+    uri: Uri,
     query: Result<Query<Knobs>, QueryRejection>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     body: Bytes,
@@ -89,6 +90,23 @@ async fn chat_completions(
     let arrived = Instant::now();
     let Query(knobs) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let knobs = knobs.check()?;
+    if knobs.redirect {
+        let rest: Vec<&str> = uri
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .filter(|kv| !kv.is_empty() && kv.split('=').next() != Some("redirect"))
+            .collect();
+        let location = format!("{}?{}", uri.path(), rest.join("&"));
+        return Ok((
+            StatusCode::TEMPORARY_REDIRECT,
+            [(
+                header::LOCATION,
+                HeaderValue::from_str(&location).map_err(anyhow::Error::from)?,
+            )],
+        )
+            .into_response());
+    }
     let request: Value = serde_json::from_slice(&body)
         .map_err(|e| AppError::MalformedJson(format!("the request body is not valid JSON: {e}")))?;
     if !request.is_object() {
@@ -315,6 +333,11 @@ async fn stream_answer(
                 let _ = tx
                     .send(Err(std::io::Error::other("demo fault: close mid-stream")))
                     .await;
+                return;
+            }
+            Some(Fault::EndMidStream) => {
+                // The body simply ends: a clean close, as a proxy timeout or a crashed
+                // upstream behind a gateway often looks.
                 return;
             }
             Some(Fault::Stall) => {
