@@ -39,33 +39,59 @@ pub struct Session {
 
 /// Applies incoming samples to the page at most once per animation frame: a burst of
 /// results (a concurrency batch) is one redraw, and the charts never redraw per token.
+/// Once the frame is drawn it tells the engine, which waits for that before its next
+/// request ([`crate::engine::control::Drawn`]).
 #[derive(Clone)]
 struct FrameBatch {
     pending: Rc<RefCell<Vec<Sample>>>,
     scheduled: Rc<RefCell<bool>>,
     samples: RwSignal<Vec<Sample>>,
+    engine: StoredValue<Option<Engine>, LocalStorage>,
 }
 
 impl FrameBatch {
     fn push(&self, sample: Sample) {
         self.pending.borrow_mut().push(sample);
+        let Some(window) = web_sys::window() else {
+            return;
+        };
+        if page_hidden() {
+            // A hidden page gets no animation frames and draws nothing.
+            self.flush();
+            self.drawn();
+            return;
+        }
         if self.scheduled.replace(true) {
             return;
         }
         let this = self.clone();
-        let frame = Closure::once_into_js(move || this.flush());
-        if let Some(window) = web_sys::window() {
-            let _ = window.request_animation_frame(frame.unchecked_ref());
-        }
+        let frame = Closure::once_into_js(move || {
+            this.flush();
+            // The next animation frame comes once this one has been laid out, painted
+            // and handed to the compositor: the drawing is done by then.
+            let next = Closure::once_into_js(move || this.drawn());
+            if let Some(window) = web_sys::window() {
+                let _ = window.request_animation_frame(next.unchecked_ref());
+            }
+        });
+        let _ = window.request_animation_frame(frame.unchecked_ref());
     }
 
-    /// Applies what is pending now (a hidden page gets no animation frames).
+    /// Applies what is pending now.
     fn flush(&self) {
         self.scheduled.replace(false);
         let pending: Vec<Sample> = self.pending.borrow_mut().drain(..).collect();
         if !pending.is_empty() {
             self.samples.update(|s| s.extend(pending));
         }
+    }
+
+    fn drawn(&self) {
+        self.engine.with_value(|e| {
+            if let Some(e) = e {
+                e.drawn();
+            }
+        });
     }
 }
 
@@ -145,6 +171,7 @@ impl Session {
             pending: Rc::default(),
             scheduled: Rc::default(),
             samples: this.samples,
+            engine: this.engine,
         };
         let recorded_plan = plan.clone();
         let record_id = run_id.clone();

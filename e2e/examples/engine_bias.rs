@@ -1,34 +1,48 @@
 //! The engine's bias on loopback: the TTFT the browser measured minus the demo server's own
 //! time from receiving the request to writing the first token (which the demo reports in
-//! its final event), at 1, 3 and 5 requests at once, beside a minimal hand-written
-//! JavaScript fetch reader doing the same in the same browser, all in one run.
+//! its final event), at 1, 3, 5 and 10 requests at once, beside a minimal hand-written
+//! JavaScript fetch reader doing the same in the same browser, all in one run. Levels 1, 3
+//! and 5 go to the demo over HTTP/1.1; 10 at once would queue in the browser there (six
+//! connections per host), so level 10 goes to the same server over TLS and HTTP/2
+//! ([`firsttoken_e2e::tls`]), in a plan marked multiplexed.
 //!
-//! Each level is measured three ways: the JS reader on the app's page (the reference),
-//! the engine in its Web Worker with the page still (`?charts=off`: nothing redraws but
-//! the progress line), and the engine with the live charts redrawing as a beta user sees
-//! them. At 1 at once three more cases show what the worker is for: the main thread kept
-//! busy (30 ms of work every 40 ms, a phone far slower than this machine) under the JS
-//! reader, the engine in its worker, and the same engine on the page's thread. Also counted: the TCP connections the
-//! server accepted during each case (the page load's included), which shows whether the
-//! worker shares the page's connection pool. Run with `cargo xtask bench`.
+//! At each level four readers take turns, in blocks, so that the machine's drift (this is
+//! a shared 2-core machine; a quiet minute and a busy one differ by half a millisecond at
+//! the median) falls on all of them alike:
+//! - the JS reader on the app's page (the reference the issue names);
+//! - the same JS reader in a dedicated worker of its own (what a worker thread costs by
+//!   itself, the fair reference for an engine that runs in one);
+//! - the engine in its Web Worker with the page still (`?charts=off`: nothing redraws but
+//!   the progress line);
+//! - the engine with the live charts redrawing, as a beta user sees them.
+//!
+//! Then, at 1 at once, what the worker is for: the main thread kept busy (30 ms of work
+//! every 40 ms, a phone far slower than this machine) under the JS reader on the page, the
+//! engine in its worker, and the same engine on the page's thread. Also counted: the TCP
+//! connections the server accepted during each case (page loads included), which shows
+//! that the worker shares the page's connection pool. Run with `cargo xtask bench`.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use firsttoken_core::plan::{PhasePlan, Plan};
+use firsttoken_core::plan::{HTTP1_CONNECTIONS_PER_HOST, PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_core::stats::percentile;
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP};
+use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
 
-/// Requests per case: at least this many, in whole batches.
-const REQUESTS: u32 = 100;
+/// Requests per reader and level, in `BLOCKS` turns of whole batches.
+const REQUESTS: u32 = 400;
+const BLOCKS: u32 = 4;
 const KNOBS: &str = "first_token_ms=100&itl_ms=5&tokens=10";
-/// The concurrency levels. More than six at once would queue in the browser over the
-/// demo's HTTP/1.1 (six connections per host), which measures the queue, not the engine.
-const LEVELS: [u32; 3] = [1, 3, 5];
+/// The concurrency levels. Above six at once they go over HTTP/2: over HTTP/1.1 the
+/// browser would queue the seventh request, and that would measure the queue.
+const LEVELS: [u32; 4] = [1, 3, 5, 10];
+/// Requests per case of the busy-main-thread comparison.
+const BUSY_REQUESTS: u32 = 100;
 
 /// Keeps the page's main thread busy 30 ms out of every 40.
 const BUSY: &str = "window.__busy = setInterval(() => { const end = performance.now() + 30; \
@@ -36,12 +50,12 @@ const BUSY: &str = "window.__busy = setInterval(() => { const end = performance.
 
 /// A minimal reader: fetch, read chunks, stamp each, find the first content event; `k`
 /// requests at once, batch after batch, as the engine's concurrency phase sends them.
-const REFERENCE: &str = r#"
-const [url, n, k, done] = [arguments[0], arguments[1], arguments[2], arguments[3]];
+/// `run(url, n, k)` resolves to the biases.
+const READER: &str = r#"
 const body = JSON.stringify({model: 'reference', stream: true, messages: [{role: 'user', content: 'hi'}]});
-async function one() {
+async function one(url) {
   const t0 = performance.now();
-  const response = await fetch(url, {method: 'POST', headers: {'content-type': 'application/json'}, body, cache: 'no-store'});
+  const response = await fetch(url, {method: 'POST', headers: {'content-type': 'application/json'}, body});
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = '', ttft = null, server = null;
@@ -63,129 +77,212 @@ async function one() {
   }
   return ttft - server;
 }
-(async () => {
+async function run(url, n, k) {
+  // A warm-up request: the connection (and, over TLS, its handshake) and the CORS
+  // preflight's cache entry, before anything is counted.
+  await one(url);
   const out = [];
   for (let sent = 0; sent < n; sent += k) {
-    out.push(...await Promise.all(Array.from({length: k}, one)));
+    out.push(...await Promise.all(Array.from({length: k}, () => one(url))));
   }
-  done(out);
-})();
+  return out;
+}
+"#;
+
+/// The reader on the page's own thread; WebDriver's callback is the last argument.
+const ON_PAGE: &str = r#"
+const [url, n, k, done] = [arguments[0], arguments[1], arguments[2], arguments[arguments.length - 1]];
+run(url, n, k).then(done, (e) => done({error: String(e)}));
+"#;
+
+/// The same reader in a dedicated worker of its own.
+const IN_WORKER: &str = r#"
+const [url, n, k, reader, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[4]];
+const source = reader + "\nonmessage = async (e) => postMessage(await run(e.data.url, e.data.n, e.data.k));";
+const worker = new Worker(URL.createObjectURL(new Blob([source], {type: 'text/javascript'})));
+worker.onmessage = (e) => { worker.terminate(); done(e.data); };
+worker.onerror = (e) => { worker.terminate(); done({error: e.message || String(e)}); };
+worker.postMessage({url, n, k});
 "#;
 
 /// Who measures, and what the page does meanwhile.
 #[derive(Clone, Copy, PartialEq)]
 enum Reader {
     /// The hand-written JS reader on the app's page.
-    Reference,
+    JsOnPage,
+    /// The same JS reader in a dedicated worker of its own.
+    JsInWorker,
     /// The engine in its worker, the page still (`?charts=off`).
     Still,
     /// The engine in its worker, the live charts redrawing.
     Charts,
-    /// The same engine on the page's own thread (`?engine=page`), the live charts
-    /// redrawing.
+    /// The same engine on the page's own thread (`?engine=page`), live charts.
     Page,
 }
 
+impl Reader {
+    fn name(self) -> &'static str {
+        match self {
+            Reader::JsOnPage => "JS reader on the page",
+            Reader::JsInWorker => "JS reader in a worker",
+            Reader::Still => "engine in its worker, page still",
+            Reader::Charts => "engine in its worker, live charts",
+            Reader::Page => "engine on the page's thread, live charts",
+        }
+    }
+}
+
+/// What one case measured, over all its blocks.
 struct Case {
     level: u32,
-    name: String,
+    reader: Reader,
+    busy: bool,
     bias: Vec<f64>,
-    timer_p99: Option<f64>,
+    /// The engine's own timer lateness (p99) in each block.
+    timer_p99: Vec<f64>,
     connections: u64,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
-    let browser = Browser::start(DESKTOP).await?;
+    let h2 = TlsServer::start(server.state()).await?;
+    let browser = Browser::start_with(DESKTOP, &[ACCEPT_SELF_SIGNED]).await?;
     browser
         .driver
         .update_timeouts(TimeoutConfiguration::new(
-            Some(Duration::from_secs(300)),
+            Some(Duration::from_secs(600)),
             Some(Duration::from_secs(60)),
             Some(Duration::from_secs(0)),
         ))
         .await?;
     let mut cases = Vec::new();
     for level in LEVELS {
-        for reader in [Reader::Reference, Reader::Still, Reader::Charts] {
-            cases.push(measure_case(&server, &browser, level, reader, false).await?);
+        let readers = [
+            Reader::JsOnPage,
+            Reader::JsInWorker,
+            Reader::Still,
+            Reader::Charts,
+        ];
+        let mut level_cases: Vec<Case> = readers
+            .iter()
+            .map(|&reader| Case {
+                level,
+                reader,
+                busy: false,
+                bias: Vec::new(),
+                timer_p99: Vec::new(),
+                connections: 0,
+            })
+            .collect();
+        // Whole batches per block.
+        let per_block = (REQUESTS / BLOCKS).div_ceil(level) * level;
+        // The target: the demo, over HTTP/2 above six at once.
+        let target = if level > HTTP1_CONNECTIONS_PER_HOST {
+            h2.url(&format!("/v1/chat/completions?{KNOBS}"))
+        } else {
+            server.url(&format!("/v1/chat/completions?{KNOBS}"))
+        };
+        for block in 0..BLOCKS {
+            for case in &mut level_cases {
+                measure(&server, &browser, &target, case, per_block, false).await?;
+            }
+            eprintln!("level {level}: block {} of {BLOCKS} done", block + 1);
         }
+        cases.extend(level_cases);
     }
-    for reader in [Reader::Reference, Reader::Charts, Reader::Page] {
-        cases.push(measure_case(&server, &browser, 1, reader, true).await?);
+    for reader in [Reader::JsOnPage, Reader::Charts, Reader::Page] {
+        let mut case = Case {
+            level: 1,
+            reader,
+            busy: true,
+            bias: Vec::new(),
+            timer_p99: Vec::new(),
+            connections: 0,
+        };
+        let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
+        measure(&server, &browser, &target, &mut case, BUSY_REQUESTS, true).await?;
+        cases.push(case);
     }
+    report(&cases);
+    browser.quit().await
+}
+
+fn report(cases: &[Case]) {
     println!(
         "\nBias on loopback: browser TTFT minus the demo server's own time to write the first token\n\
-         ({REQUESTS} requests per case in whole batches, demo {KNOBS}; headless Chromium; one run)\n"
+         (demo {KNOBS}; headless Chromium; one run, readers taking turns in {BLOCKS} blocks per level)\n"
     );
     println!(
-        "{:>8} {:<52} {:>7} {:>10} {:>8} {:>15} {:>15} {:>17} {:>11}",
+        "{:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>15} {:>5}",
         "at once",
-        "case",
+        "reader",
         "samples",
         "median ms",
         "p99 ms",
-        "median vs JS ms",
-        "p99 vs JS ms",
-        "timer late p99 ms",
-        "connections"
+        "vs JS on page ms",
+        "vs JS worker ms",
+        "timer late p99",
+        "conns"
     );
-    for case in &cases {
-        let reference = cases
-            .iter()
-            .find(|c| c.level == case.level && c.name.starts_with("JS reader"))
-            .filter(|c| !c.name.contains("busy") || case.name.contains("busy"));
+    for case in cases {
         let median = percentile(&case.bias, 50.0).unwrap_or(f64::NAN);
         let p99 = percentile(&case.bias, 99.0).unwrap_or(f64::NAN);
-        let against = |p: f64, own: f64| {
-            reference
-                .filter(|r| r.name != case.name)
-                .and_then(|r| percentile(&r.bias, p))
-                .map_or("—".to_owned(), |r| format!("{:+.2}", own - r))
+        let against = |reference: Reader| {
+            let r = cases
+                .iter()
+                .find(|c| c.level == case.level && c.busy == case.busy && c.reader == reference)?;
+            (r.reader != case.reader).then(|| {
+                format!(
+                    "{:+.2} / {:+.2}",
+                    median - percentile(&r.bias, 50.0).unwrap_or(f64::NAN),
+                    p99 - percentile(&r.bias, 99.0).unwrap_or(f64::NAN)
+                )
+            })
+        };
+        let name = if case.busy {
+            format!("{}, main thread busy", case.reader.name())
+        } else {
+            case.reader.name().to_owned()
         };
         println!(
-            "{:>8} {:<52} {:>7} {:>10.2} {:>8.2} {:>15} {:>15} {:>17} {:>11}",
+            "{:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5}",
             case.level,
-            case.name,
+            name,
             case.bias.len(),
             median,
             p99,
-            against(50.0, median),
-            against(99.0, p99),
-            case.timer_p99.map_or("—".to_owned(), |t| format!("{t:.1}")),
+            against(Reader::JsOnPage).unwrap_or_else(|| "—".into()),
+            against(Reader::JsInWorker).unwrap_or_else(|| "—".into()),
+            case.timer_p99
+                .iter()
+                .copied()
+                .reduce(f64::max)
+                .map_or("—".to_owned(), |t| format!("{t:.1}")),
             case.connections,
         );
     }
     println!(
-        "\n\"vs JS\": the case's figure minus the JS reader's at the same level (busy against busy).\n\
-         \"connections\": TCP connections the server accepted during the case, page load included\n\
-         (each case loads the app afresh)."
+        "\n\"vs JS\": median / p99 minus the JS reader's at the same level (busy against busy).\n\
+         Level 10: HTTP/2 over TLS (one connection); the others: HTTP/1.1.\n\
+         \"timer late p99\": the engine's own 100 ms timer, the worst block's p99.\n\
+         \"conns\": TCP connections the server accepted during the case, page loads included."
     );
-    browser.quit().await
 }
 
-async fn measure_case(
+/// Measures one block of `requests` to `target` for `case` and adds it to the case.
+async fn measure(
     server: &TestServer,
     browser: &Browser,
-    level: u32,
-    reader: Reader,
+    target: &str,
+    case: &mut Case,
+    requests: u32,
     busy: bool,
-) -> anyhow::Result<Case> {
+) -> anyhow::Result<()> {
     let driver = &browser.driver;
     let before = server.connections_accepted();
-    let name = format!(
-        "{}{}",
-        match reader {
-            Reader::Reference => "JS reader on the page",
-            Reader::Still => "engine in its worker, page still",
-            Reader::Charts => "engine in its worker, live charts",
-            Reader::Page => "engine on the page's thread, live charts",
-        },
-        if busy { ", main thread busy" } else { "" }
-    );
-    let (bias, timer_p99) = match reader {
-        Reader::Reference => {
+    let (bias, timer_p99) = match case.reader {
+        Reader::JsOnPage | Reader::JsInWorker => {
             driver.goto("about:blank").await?;
             driver.goto(server.url("/")).await?;
             driver
@@ -195,46 +292,60 @@ async fn measure_case(
             if busy {
                 driver.execute(BUSY, Vec::new()).await?;
             }
-            let url = server.url(&format!("/v1/chat/completions?{KNOBS}"));
+            let script = if case.reader == Reader::JsOnPage {
+                format!("{READER}\n{ON_PAGE}")
+            } else {
+                IN_WORKER.to_owned()
+            };
             let result = driver
-                .execute_async(REFERENCE, vec![json!(url), json!(REQUESTS), json!(level)])
+                .execute_async(
+                    &script,
+                    vec![
+                        json!(target),
+                        json!(requests),
+                        json!(case.level),
+                        json!(READER),
+                    ],
+                )
                 .await?;
             let bias = result
                 .json()
                 .as_array()
-                .context("biases")?
+                .with_context(|| format!("biases, not {}", result.json()))?
                 .iter()
                 .filter_map(Value::as_f64)
                 .collect();
             (bias, None)
         }
-        _ => run_in_app(server, browser, level, reader, busy).await?,
+        reader => run_in_app(server, browser, target, case.level, requests, reader, busy).await?,
     };
-    Ok(Case {
-        level,
-        name,
-        bias,
-        timer_p99,
-        connections: server.connections_accepted() - before,
-    })
+    case.bias.extend(bias);
+    case.timer_p99.extend(timer_p99);
+    case.connections += server.connections_accepted() - before;
+    Ok(())
 }
 
 /// Runs the demo from a share link on the app's own page, uploads, and reads the record.
 async fn run_in_app(
     server: &TestServer,
     browser: &Browser,
+    target: &str,
     level: u32,
+    requests: u32,
     reader: Reader,
     busy: bool,
 ) -> anyhow::Result<(Vec<f64>, Option<f64>)> {
     let driver = &browser.driver;
-    let mut plan = Plan::steady(server.demo_target(KNOBS), REQUESTS);
+    let mut demo = server.demo_target(KNOBS);
+    demo.url = target.to_owned();
+    let mut plan = Plan::steady(demo, requests);
     if level > 1 {
         plan.phases = vec![PhasePlan::Concurrency {
             levels: vec![level],
-            requests_per_level: REQUESTS,
+            requests_per_level: requests,
         }];
     }
+    plan.multiplexed = level > HTTP1_CONNECTIONS_PER_HOST;
     let study = Study {
         title: "Engine bias".into(),
         plan,
@@ -270,7 +381,7 @@ async fn run_in_app(
         .click()
         .await?;
     browser
-        .wait_for_text("[data-testid=run-status]", Duration::from_secs(240), |t| {
+        .wait_for_text("[data-testid=run-status]", Duration::from_secs(600), |t| {
             t.starts_with("Finished")
         })
         .await?;
@@ -282,6 +393,17 @@ async fn run_in_app(
     let run_id = ids.last().context("a run")?;
     let record: Value =
         serde_json::from_str(&server.db.run_record(run_id).await?.context("stored")?)?;
+    if level > HTTP1_CONNECTIONS_PER_HOST {
+        let protocols: Vec<&str> = record["samples"]
+            .as_array()
+            .context("samples")?
+            .iter()
+            .filter_map(|s| s["conn"]["protocol"].as_str())
+            .collect();
+        if protocols.len() != requests as usize || protocols.iter().any(|p| *p != "h2") {
+            bail!("{level} at once must run over HTTP/2: {protocols:?}");
+        }
+    }
     let in_worker = record["engine"]["in_worker"].as_bool() == Some(true);
     if in_worker != (reader != Reader::Page) {
         bail!("the record says in_worker = {in_worker}, not where the case asked");

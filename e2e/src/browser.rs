@@ -63,6 +63,11 @@ impl std::fmt::Debug for Browser {
 impl Browser {
     /// Starts chromedriver on a free port and opens headless Chromium sized to `viewport`.
     pub async fn start(viewport: Viewport) -> anyhow::Result<Self> {
+        Self::start_with(viewport, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium flags.
+    pub async fn start_with(viewport: Viewport, flags: &[&str]) -> anyhow::Result<Self> {
         let port = free_port()?;
         let chromedriver_path =
             std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
@@ -80,7 +85,7 @@ impl Browser {
             })?,
         );
         let browser = Self {
-            driver: connect(port, viewport).await?,
+            driver: connect(port, viewport, flags).await?,
             chromedriver,
         };
         browser.emulate(viewport).await?;
@@ -212,7 +217,7 @@ impl Browser {
 }
 
 /// Opens a session, retrying while chromedriver is still starting.
-async fn connect(port: u16, viewport: Viewport) -> anyhow::Result<WebDriver> {
+async fn connect(port: u16, viewport: Viewport, flags: &[&str]) -> anyhow::Result<WebDriver> {
     let options = webdriver_options()?;
     let mut caps = DesiredCapabilities::chrome();
     if let Some(binary) = options["binary"].as_str() {
@@ -225,6 +230,9 @@ async fn connect(port: u16, viewport: Viewport) -> anyhow::Result<WebDriver> {
         .filter_map(Value::as_str)
     {
         caps.add_arg(arg)?;
+    }
+    for flag in flags {
+        caps.add_arg(flag)?;
     }
     caps.add_arg(&format!(
         "--window-size={},{}",

@@ -22,6 +22,18 @@ use tokio::task::JoinHandle;
 
 #[cfg(feature = "browser")]
 pub mod browser;
+#[cfg(feature = "browser")]
+pub mod tls;
+
+/// The server's settings in tests: the built app in `static_dir`, if any.
+fn test_config(static_dir: Option<PathBuf>) -> Config {
+    Config {
+        static_dir: static_dir.unwrap_or_else(|| "/nonexistent".into()),
+        // The tests upload from one address, far more often than a person would.
+        uploads_per_minute: 100_000,
+        ..Config::defaults()
+    }
+}
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -87,16 +99,7 @@ impl TestServer {
     }
 
     fn serve(&mut self, tcp: tokio::net::TcpListener) {
-        let config = Config {
-            static_dir: self
-                .static_dir
-                .clone()
-                .unwrap_or_else(|| "/nonexistent".into()),
-            // The tests upload from one address, far more often than a person would.
-            uploads_per_minute: 100_000,
-            ..Config::defaults()
-        };
-        let state = AppState::new(self.db.clone(), config);
+        let state = AppState::new(self.db.clone(), test_config(self.static_dir.clone()));
         let counter = self.accepted.clone();
         let listener = firsttoken_server::listener(tcp).tap_io(move |_| {
             counter.fetch_add(1, Ordering::Relaxed);
@@ -136,6 +139,12 @@ impl TestServer {
     /// `http://127.0.0.1:port/path`.
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.address)
+    }
+
+    /// A state for another server in front of the same database (the same settings as
+    /// this one's, without the app).
+    pub fn state(&self) -> AppState {
+        AppState::new(self.db.clone(), test_config(None))
     }
 
     /// How many TCP connections the server has accepted.

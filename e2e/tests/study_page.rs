@@ -10,6 +10,7 @@ use firsttoken_core::plan::{PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP, PHONE, Viewport};
+use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
 use firsttoken_server::db::Table;
 use thirtyfour::prelude::*;
 
@@ -508,5 +509,55 @@ async fn the_operator_sets_and_checks_a_fresh_connection_url() -> anyhow::Result
         error.starts_with("Fresh-connection URL:") && error.contains("host name"),
         "{error}"
     );
+    browser.quit().await
+}
+
+/// Requests to another origin go as the app's own would: one CORS preflight, then the
+/// browser's preflight cache (a `no-store` request bypasses that cache and would pay a
+/// preflight round trip every time, which the app does not); and over HTTP/2, eight at
+/// once share one connection, which the client port shows.
+#[tokio::test]
+async fn another_origin_costs_one_preflight_and_http2_shares_a_connection() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let h2 = TlsServer::start(server.state()).await?;
+    let mut target = server.demo_target(FAST);
+    target.url = h2.url(&format!("/v1/chat/completions?{FAST}"));
+    target.fresh_url = None;
+    target.probe_url = None;
+    let mut plan = Plan::steady(target, 4);
+    plan.phases.push(PhasePlan::Concurrency {
+        levels: vec![8],
+        requests_per_level: 8,
+    });
+    plan.multiplexed = true;
+    let browser = Browser::start_with(DESKTOP, &[ACCEPT_SELF_SIGNED]).await?;
+    let driver = &browser.driver;
+    driver.goto(server.link(&study(plan, None))).await?;
+    for control in ["consent", "start-button"] {
+        browser
+            .wait_for_count(&format!("[data-testid={control}]"), 1, WAIT)
+            .await?[0]
+            .click()
+            .await?;
+    }
+    browser
+        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
+        .await?;
+    let record = stored_record(&server).await?;
+    let samples = record["samples"].as_array().expect("samples");
+    assert_eq!(samples.len(), 12);
+    for s in samples {
+        assert_eq!(s["error"], serde_json::Value::Null, "{s}");
+        assert_eq!(s["conn"]["protocol"], "h2", "{s}");
+    }
+    assert_eq!(
+        h2.preflights.load(std::sync::atomic::Ordering::Relaxed),
+        1,
+        "the first request's preflight is cached for the rest"
+    );
+    // The steady requests' connection carries the eight at once too.
+    for s in &samples[4..] {
+        assert_eq!(s["conn"]["new_connection"], false, "{s}");
+    }
     browser.quit().await
 }

@@ -1,6 +1,6 @@
 //! Every request of the run, one row each, as it finishes. Failed requests are rows too.
 
-use firsttoken_core::Sample;
+use firsttoken_core::{Phase, Sample};
 use leptos::prelude::*;
 
 use crate::format;
@@ -28,6 +28,8 @@ pub fn SamplesTable(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView
                         key=|sample| sample.index
                         children=move |s: Sample| {
                             let failed = s.error.is_some();
+                            let reused_fresh = s.phase == Phase::Fresh
+                                && s.conn.as_ref().and_then(|c| c.new_connection) == Some(false);
                             view! {
                                 <tr data-testid="sample-row" class:failed=failed>
                                     <td>{s.index + 1}</td>
@@ -39,6 +41,7 @@ pub fn SamplesTable(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView
                                     <td class="wide-only">{format::count(s.usage.and_then(|u| u.output_tokens))}</td>
                                     <td class="problem">
                                         {s.error.map(|e| format!("{}: {}", e.name(), s.error_message.clone().unwrap_or_default()))}
+                                        {reused_fresh.then_some("ran on a connection already in use, so it does not count as a new one")}
                                     </td>
                                 </tr>
                             }

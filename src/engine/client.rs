@@ -10,6 +10,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::{Blob, BlobPropertyBag, ErrorEvent, MessageEvent, Url, Worker};
 
+use super::control::Drawn;
 use super::protocol::{FromEngine, ToEngine};
 use super::runner::{Controls, run_plan};
 use super::scope::Scope;
@@ -71,7 +72,10 @@ impl Engine {
     /// The same engine on the page's own thread (used where no worker can start, and by
     /// the browser tests).
     fn start_on_page(plan: Plan, run_id: String, hidden: bool, handler: Handler) -> Self {
-        let controls = Controls::default();
+        let controls = Controls {
+            drawn: Drawn::awaited(),
+            ..Controls::default()
+        };
         let scope = Scope::current();
         controls.visibility.set(hidden, scope.performance().now());
         let run_controls = controls.clone();
@@ -88,6 +92,14 @@ impl Engine {
         match self {
             Engine::Worker { worker, .. } => post(worker, &ToEngine::Cancel),
             Engine::Page(controls) => controls.cancel.cancel(),
+        }
+    }
+
+    /// The page has drawn every sample it was sent: the engine may start the next request.
+    pub fn drawn(&self) {
+        match self {
+            Engine::Worker { worker, .. } => post(worker, &ToEngine::Drawn),
+            Engine::Page(controls) => controls.drawn.drawn(),
         }
     }
 

@@ -1,4 +1,5 @@
-//! What the page can change while a run goes on: cancellation and visibility.
+//! What the page can change while a run goes on: cancellation, visibility, and word that
+//! it has drawn what it was sent.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -79,6 +80,58 @@ impl Drop for InFlight {
             .in_flight
             .borrow_mut()
             .retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// The page's word that it has drawn every sample it was sent. Drawing a sample (charts,
+/// tables, layout, paint) takes the page's main thread and, on a phone or a 2-core laptop,
+/// the cores the browser's network threads and the engine's worker need too: a request
+/// that starts meanwhile is dispatched late, and its time to first token grows by the
+/// drawing. So the engine waits for this word (or [`Drawn::TIMEOUT_MS`]) before it starts
+/// the next request: the page draws between requests, never during one. Off unless a
+/// page that draws asks for it ([`Drawn::awaited`]); nothing waits for a caller that does
+/// not draw.
+#[derive(Debug, Clone, Default)]
+pub struct Drawn(Rc<DrawnState>);
+
+#[derive(Debug, Default)]
+struct DrawnState {
+    /// A page draws the samples and says when it has.
+    awaited: bool,
+    /// Samples sent to the page and not yet drawn.
+    pending: Cell<bool>,
+}
+
+impl Drawn {
+    /// The longest wait for the page: one that takes longer to draw is struggling anyway,
+    /// and the run must go on.
+    pub const TIMEOUT_MS: u32 = 250;
+
+    /// A gate the engine waits at: the page will say when it has drawn.
+    pub fn awaited() -> Self {
+        Self(Rc::new(DrawnState {
+            awaited: true,
+            pending: Cell::new(false),
+        }))
+    }
+
+    /// Samples were just sent to the page.
+    pub fn sent(&self) {
+        self.0.pending.set(self.0.awaited);
+    }
+
+    /// The page has drawn everything it was sent.
+    pub fn drawn(&self) {
+        self.0.pending.set(false);
+    }
+
+    /// Waits until the page has drawn what it was sent, at most [`Self::TIMEOUT_MS`].
+    pub async fn wait(&self, scope: &Scope, cancel: &Cancel) {
+        let performance = scope.performance();
+        let until = performance.now() + f64::from(Self::TIMEOUT_MS);
+        while self.0.pending.get() && !cancel.is_cancelled() && performance.now() < until {
+            scope.sleep(2).await;
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! The messages between the page and the engine. They cross a `postMessage` boundary as
-//! plain JavaScript objects (serde-wasm-bindgen), so both sides share these types.
+//! JSON strings ([`super::worker::to_js`]), so both sides share these types.
 
 use firsttoken_core::schema::EngineReport;
 use firsttoken_core::{Phase, Plan, Sample};
@@ -14,6 +14,8 @@ pub enum ToEngine {
     Cancel,
     /// The page became hidden or visible (browsers throttle hidden pages).
     Visibility { hidden: bool },
+    /// The page has drawn every sample it was sent ([`super::control::Drawn`]).
+    Drawn,
 }
 
 /// From the engine to the page.

@@ -1,13 +1,22 @@
 //! One measured request: `fetch()` with a streaming reader, every chunk stamped with
 //! `performance.now()` the moment its read resolves, before anything parses it.
+//!
+//! The chunks are kept, stamped, and parsed only once the request has ended
+//! ([`Ended::finish`]); the runner finishes a batch's requests when all of them have
+//! ended. Parsing is the engine's main work per chunk, and with ten streams at once a
+//! chunk parsed while another stream's first token waits in the queue would delay that
+//! token's stamp by the parse.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 
 use firsttoken_core::outcome::{self, Ending, Position, ResponseHead};
 use firsttoken_core::schema::DEMO_HEADER;
 use firsttoken_core::{Dialect, Sample, StreamRecorder};
-use js_sys::{Promise, Reflect, Uint8Array};
+use js_sys::{Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
@@ -15,8 +24,8 @@ use web_sys::{
     Response,
 };
 
-use super::control::{Cancel, Visibility};
-use super::scope::Scope;
+use super::control::{Cancel, InFlight, Visibility, VisibilityMark};
+use super::scope::{Every, Scope, Timeout};
 use crate::browser::js_error_text;
 
 /// The header by which the demo target tells the client its own port.
@@ -68,37 +77,91 @@ pub struct RunContext {
     pub run_start: f64,
 }
 
-/// Reads a body chunk by chunk, stamping each read the moment its promise resolves: the
-/// stamp is taken in the promise's first reaction, before the engine's task (which may be
-/// busy with another request's chunk) gets to it.
+/// Reads a body chunk by chunk, stamping each read the moment its promise settles: the
+/// stamp is taken in the promise's own reaction, before the engine's task (which may be
+/// busy with another request's chunk) gets to it. The two reactions are made once per
+/// request, not once per read, so reading makes no garbage of its own beyond what the
+/// stream hands over: a garbage collection in the worker is a pause in every timestamp.
 struct StampedReader {
     reader: ReadableStreamDefaultReader,
-    stamp: Rc<Cell<f64>>,
-    on_settled: Closure<dyn FnMut(JsValue)>,
+    slot: Rc<RefCell<ReadSlot>>,
+    on_value: Closure<dyn FnMut(JsValue)>,
+    on_error: Closure<dyn FnMut(JsValue)>,
+    done_key: JsValue,
+    value_key: JsValue,
+}
+
+/// Where a settled read waits for the engine's task.
+#[derive(Default)]
+struct ReadSlot {
+    settled: Option<(Result<JsValue, JsValue>, f64)>,
+    waker: Option<Waker>,
+}
+
+/// One read: ready once its promise settled.
+struct Read(Rc<RefCell<ReadSlot>>);
+
+impl Future for Read {
+    type Output = (Result<JsValue, JsValue>, f64);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut slot = self.0.borrow_mut();
+        match slot.settled.take() {
+            Some(settled) => Poll::Ready(settled),
+            None => {
+                slot.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// A chunk of the body, or its end.
+enum Chunk {
+    Bytes(Uint8Array),
+    End,
 }
 
 impl StampedReader {
     fn new(reader: ReadableStreamDefaultReader, performance: Performance) -> Self {
-        let stamp = Rc::new(Cell::new(0.0));
-        let on_settled = {
-            let stamp = stamp.clone();
-            Closure::<dyn FnMut(JsValue)>::new(move |_| stamp.set(performance.now()))
+        let slot = Rc::new(RefCell::new(ReadSlot::default()));
+        let settle = |ok: bool| {
+            let (slot, performance) = (slot.clone(), performance.clone());
+            Closure::<dyn FnMut(JsValue)>::new(move |value: JsValue| {
+                let stamp = performance.now();
+                let mut s = slot.borrow_mut();
+                s.settled = Some((if ok { Ok(value) } else { Err(value) }, stamp));
+                if let Some(waker) = s.waker.take() {
+                    drop(s);
+                    waker.wake();
+                }
+            })
         };
         Self {
             reader,
-            stamp,
-            on_settled,
+            on_value: settle(true),
+            on_error: settle(false),
+            slot,
+            done_key: JsValue::from_str("done"),
+            value_key: JsValue::from_str("value"),
         }
     }
 
-    /// The next read's result and when it settled (`performance.now()`).
-    async fn read(&self) -> (Result<JsValue, JsValue>, f64) {
-        let read: Promise = self.reader.read();
-        // Reactions run in the order they were added: this one before JsFuture's. The
-        // promise it returns is dropped (its rejection is handled by the second closure).
-        let _ = read.then2(&self.on_settled, &self.on_settled);
-        let result = JsFuture::from(read).await;
-        (result, self.stamp.get())
+    /// The next chunk (or the end) and when its read settled (`performance.now()`).
+    async fn read(&self) -> (Result<Chunk, JsValue>, f64) {
+        // The promise `then2` returns is dropped: both outcomes are handled.
+        let _ = self.reader.read().then2(&self.on_value, &self.on_error);
+        let (settled, stamp) = Read(self.slot.clone()).await;
+        let chunk = settled.map(|result| {
+            let done = Reflect::get(&result, &self.done_key)
+                .ok()
+                .and_then(|d| d.as_bool());
+            match (done, Reflect::get(&result, &self.value_key)) {
+                (Some(false), Ok(value)) => Chunk::Bytes(value.unchecked_into()),
+                _ => Chunk::End,
+            }
+        });
+        (chunk, stamp)
     }
 }
 
@@ -111,15 +174,119 @@ pub async fn measure(
     at: Position,
     run: &RunContext,
 ) -> Measured {
+    send(scope, spec, at, run).await.finish()
+}
+
+/// The most body bytes a request keeps unparsed; past it, it parses as it reads, so a
+/// very long answer cannot hold the memory of a phone.
+const MAX_UNPARSED_BYTES: usize = 1 << 20;
+
+/// A response body as it was read: stamped chunks, parsed when the request has ended.
+#[derive(Debug)]
+struct StampedBody {
+    recorder: StreamRecorder,
+    unparsed: Vec<(f64, Vec<u8>)>,
+    unparsed_bytes: usize,
+}
+
+impl StampedBody {
+    fn push(&mut self, t: f64, chunk: &Uint8Array) {
+        let bytes = chunk.to_vec();
+        self.unparsed_bytes += bytes.len();
+        self.unparsed.push((t, bytes));
+        if self.unparsed_bytes > MAX_UNPARSED_BYTES {
+            self.parse();
+        }
+    }
+
+    fn parse(&mut self) {
+        for (t, bytes) in self.unparsed.drain(..) {
+            self.recorder.on_chunk(t, &bytes);
+        }
+        self.unparsed_bytes = 0;
+    }
+
+    fn finish(mut self) -> firsttoken_core::StreamMetrics {
+        self.parse();
+        self.recorder.finish()
+    }
+}
+
+/// A request that has ended, its body stamped and not yet parsed.
+#[derive(Debug)]
+pub struct Ended {
+    measured: Measured,
+    at: Position,
+    head: Option<ResponseHead>,
+    body: StampedBody,
+    ending: Ending,
+    end_ms: f64,
+    hidden: bool,
+}
+
+impl Ended {
+    /// Parses the body and makes the sample.
+    pub fn finish(self) -> Measured {
+        let mut measured = self.measured;
+        measured.sample = outcome::sample(
+            self.at,
+            self.head.as_ref(),
+            self.body.finish(),
+            &self.ending,
+            self.end_ms,
+        );
+        measured.sample.hidden = self.hidden;
+        measured
+    }
+}
+
+/// A request ready to go: everything set up but the `fetch()` call, so that the requests
+/// of a batch can be sent back to back. (A worker dispatches the requests it fetches when
+/// its task ends: a setup between two `fetch()` calls would lengthen the first one's
+/// measured times by the second one's setup.)
+pub struct Prepared {
+    scope: Scope,
+    url: String,
+    init: RequestInit,
+    at: Position,
+    run_start: f64,
+    visibility: Visibility,
+    mark: VisibilityMark,
+    cancel: Cancel,
+    stall_ms: Option<u32>,
+    timed_out: Rc<Cell<bool>>,
+    stalled: Rc<Cell<bool>>,
+    /// When the response head or the latest chunk arrived; the stall watch reads it.
+    progress: Rc<Cell<f64>>,
+    body: StampedBody,
+    measured: Measured,
+    _in_flight: Option<InFlight>,
+    _timer: Timeout,
+    _stall_watch: Option<Every>,
+}
+
+impl std::fmt::Debug for Prepared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Prepared").field("url", &self.url).finish()
+    }
+}
+
+/// Sets one request up; [`Prepared::send`] sends it.
+pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext) -> Prepared {
     let performance = scope.performance();
     let controller = AbortController::new().ok();
-    let _in_flight = controller.clone().map(|c| run.cancel.register(c));
+    let in_flight = controller.clone().map(|c| run.cancel.register(c));
     let timed_out = Rc::new(Cell::new(false));
     let stalled = Rc::new(Cell::new(false));
-    // When the response head or the latest chunk arrived; the stall watch reads it.
     let progress = Rc::new(Cell::new(f64::INFINITY));
     let init = RequestInit::new();
-    init.set_cache(RequestCache::NoStore);
+    if spec.body.is_none() {
+        // A probe's GET must reach the server, never a cache. A chat request's POST is
+        // never served from a cache anyway, and keeps the default mode, as the app's own
+        // fetch does: `no-store` also bypasses the CORS-preflight cache (Chromium), so
+        // every cross-origin request would pay a preflight round trip the app does not.
+        init.set_cache(RequestCache::NoStore);
+    }
     if let Ok(headers) = Headers::new() {
         if spec.body.is_some() {
             let _ = headers.set("content-type", "application/json");
@@ -139,7 +306,7 @@ pub async fn measure(
     if let Some(controller) = &controller {
         init.set_signal(Some(&controller.signal()));
     }
-    let _timer = {
+    let timer = {
         let (controller, timed_out) = (controller.clone(), timed_out.clone());
         scope.timeout(spec.timeout_ms, move || {
             timed_out.set(true);
@@ -148,10 +315,9 @@ pub async fn measure(
             }
         })
     };
-    let _stall_watch = spec.stall_ms.map(|limit| {
+    let stall_watch = spec.stall_ms.map(|limit| {
         let (controller, stalled, progress) =
             (controller.clone(), stalled.clone(), progress.clone());
-        let performance = performance.clone();
         // Checked four times per limit, so a stall is noticed within a quarter of it.
         scope.every((limit / 4).clamp(50, 1000), move || {
             if performance.now() - progress.get() > f64::from(limit)
@@ -162,19 +328,6 @@ pub async fn measure(
             }
         })
     });
-    let cancel = run.cancel.clone();
-    let failure = |error: JsValue| {
-        if stalled.get() {
-            Ending::Stalled(spec.stall_ms.unwrap_or_default())
-        } else if timed_out.get() {
-            Ending::TimedOut
-        } else if cancel.is_cancelled() {
-            Ending::Aborted
-        } else {
-            Ending::Failed(js_error_text(&error))
-        }
-    };
-
     let origin = firsttoken_core::schema::origin_of(&spec.url);
     let preflighted = origin.as_deref() != Some(scope.origin().as_str())
         && (spec.body.is_some() || !spec.headers.is_empty());
@@ -182,89 +335,138 @@ pub async fn measure(
         url.set_hash("");
         url.href()
     });
-    let visibility = run.visibility.mark();
-    let mut recorder = StreamRecorder::new(spec.dialect.clone())
-        .with_timings_pointer(spec.timings_pointer.clone());
-    let t0 = performance.now();
-    progress.set(t0);
-    let at = Position {
-        start_ms: t0 - run.run_start,
-        ..at
-    };
-    let fetched = JsFuture::from(scope.fetch(&spec.url, &init)).await;
-    let headers_ms = performance.now() - t0;
-    let mut measured = Measured {
-        sample: Sample::default(),
-        demo: false,
-        client_port: None,
-        preflighted,
-        timing_name,
-        t0,
-        completed: false,
-        retry_after_ms: None,
-    };
-    let response: Response = match fetched {
-        Ok(response) => response.unchecked_into(),
-        Err(error) => {
-            let ending = failure(error);
-            measured.sample = outcome::sample(at, None, recorder.finish(), &ending, headers_ms);
-            measured.sample.hidden = run.visibility.hidden_since(visibility);
-            return measured;
+    Prepared {
+        scope: scope.clone(),
+        url: spec.url.clone(),
+        init,
+        at,
+        run_start: run.run_start,
+        visibility: run.visibility.clone(),
+        mark: run.visibility.mark(),
+        cancel: run.cancel.clone(),
+        stall_ms: spec.stall_ms,
+        timed_out,
+        stalled,
+        progress,
+        body: StampedBody {
+            recorder: StreamRecorder::new(spec.dialect.clone())
+                .with_timings_pointer(spec.timings_pointer.clone()),
+            unparsed: Vec::new(),
+            unparsed_bytes: 0,
+        },
+        measured: Measured {
+            sample: Sample::default(),
+            demo: false,
+            client_port: None,
+            preflighted,
+            timing_name,
+            t0: 0.0,
+            completed: false,
+            retry_after_ms: None,
+        },
+        _in_flight: in_flight,
+        _timer: timer,
+        _stall_watch: stall_watch,
+    }
+}
+
+/// Sets one request up and sends it ([`prepare`], then [`Prepared::send`]).
+pub async fn send(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext) -> Ended {
+    prepare(scope, spec, at, run).send().await
+}
+
+impl Prepared {
+    /// How a request that did not end normally ended.
+    fn failure(&self, error: JsValue) -> Ending {
+        if self.stalled.get() {
+            Ending::Stalled(self.stall_ms.unwrap_or_default())
+        } else if self.timed_out.get() {
+            Ending::TimedOut
+        } else if self.cancel.is_cancelled() {
+            Ending::Aborted
+        } else {
+            Ending::Failed(js_error_text(&error))
         }
-    };
-    progress.set(t0 + headers_ms);
-    let header = |name: &str| response.headers().get(name).ok().flatten();
-    let head = ResponseHead {
-        status: response.status(),
-        status_text: response.status_text(),
-        content_type: header("content-type").unwrap_or_default(),
-        headers_ms,
-    };
-    measured.demo = header(DEMO_HEADER).is_some();
-    measured.client_port = header(CLIENT_PORT_HEADER).and_then(|p| p.trim().parse().ok());
-    if head.status == 429 {
-        measured.retry_after_ms = header("retry-after").and_then(|v| retry_after_ms(&v));
     }
 
-    // The body is read to its end whatever the status, so the connection can be reused
-    // and an error response's time is known too.
-    let mut ending = Ending::Completed;
-    let mut end_ms = headers_ms;
-    if let Some(body) = response.body() {
-        let reader = StampedReader::new(body.get_reader().unchecked_into(), performance.clone());
-        let mut buffer = Vec::new();
-        loop {
-            let (read, stamp) = reader.read().await;
-            let t = stamp - t0;
-            progress.set(stamp);
-            end_ms = t;
-            let result = match read {
-                Ok(result) => result,
-                Err(error) => {
-                    ending = failure(error);
-                    break;
-                }
-            };
-            if Reflect::get(&result, &"done".into())
-                .ok()
-                .and_then(|d| d.as_bool())
-                != Some(false)
-            {
-                break;
+    /// Sends the request and reads its body to the end, stamping each chunk; parses
+    /// nothing. `t0` is read here, immediately before `fetch()`.
+    pub async fn send(mut self) -> Ended {
+        let performance = self.scope.performance();
+        let t0 = performance.now();
+        let fetched = self.scope.fetch(&self.url, &self.init);
+        self.progress.set(t0);
+        let at = Position {
+            start_ms: t0 - self.run_start,
+            ..self.at.clone()
+        };
+        self.measured.t0 = t0;
+        let fetched = JsFuture::from(fetched).await;
+        let headers_ms = performance.now() - t0;
+        let response: Response = match fetched {
+            Ok(response) => response.unchecked_into(),
+            Err(error) => {
+                let ending = self.failure(error);
+                let hidden = self.visibility.hidden_since(self.mark);
+                return Ended {
+                    measured: self.measured,
+                    at,
+                    head: None,
+                    body: self.body,
+                    ending,
+                    end_ms: headers_ms,
+                    hidden,
+                };
             }
-            let Ok(value) = Reflect::get(&result, &"value".into()) else {
-                break;
-            };
-            let chunk: Uint8Array = value.unchecked_into();
-            buffer.resize(chunk.length() as usize, 0);
-            chunk.copy_to(&mut buffer);
-            recorder.on_chunk(t, &buffer);
+        };
+        self.progress.set(t0 + headers_ms);
+        let header = |name: &str| response.headers().get(name).ok().flatten();
+        let head = ResponseHead {
+            status: response.status(),
+            status_text: response.status_text(),
+            content_type: header("content-type").unwrap_or_default(),
+            headers_ms,
+        };
+        self.measured.demo = header(DEMO_HEADER).is_some();
+        self.measured.client_port = header(CLIENT_PORT_HEADER).and_then(|p| p.trim().parse().ok());
+        if head.status == 429 {
+            self.measured.retry_after_ms = header("retry-after").and_then(|v| retry_after_ms(&v));
+        }
+
+        // The body is read to its end whatever the status, so the connection can be
+        // reused and an error response's time is known too.
+        let mut ending = Ending::Completed;
+        let mut end_ms = headers_ms;
+        if let Some(stream) = response.body() {
+            let reader =
+                StampedReader::new(stream.get_reader().unchecked_into(), performance.clone());
+            loop {
+                let (read, stamp) = reader.read().await;
+                let t = stamp - t0;
+                self.progress.set(stamp);
+                end_ms = t;
+                match read {
+                    Ok(Chunk::Bytes(chunk)) => self.body.push(t, &chunk),
+                    Ok(Chunk::End) => break,
+                    Err(error) => {
+                        ending = self.failure(error);
+                        break;
+                    }
+                }
+            }
+        }
+        self.measured.completed = ending == Ending::Completed;
+        let hidden = self.visibility.hidden_since(self.mark);
+        Ended {
+            measured: self.measured,
+            at,
+            head: Some(head),
+            body: self.body,
+            ending,
+            end_ms,
+            hidden,
         }
     }
-    measured.completed = ending == Ending::Completed;
-    measured.sample = outcome::sample(at, Some(&head), recorder.finish(), &ending, end_ms);
-    measured.sample.hidden = run.visibility.hidden_since(visibility);
-    measured
 }
 
 /// A `Retry-After` value in milliseconds: delay-seconds, or an HTTP date (RFC 9110,

@@ -9,10 +9,10 @@ use firsttoken_core::schema::{Connection, EngineReport, MAX_RETRY_WAIT_MS};
 use firsttoken_core::{Phase, Plan, Sample};
 use futures_util::future::join_all;
 
-use super::control::{Cancel, Visibility};
+use super::control::{Cancel, Drawn, Visibility};
 use super::health::TimerProbe;
 use super::protocol::{Finished, FromEngine, Progress};
-use super::request::{Measured, RequestSpec, RunContext, measure};
+use super::request::{Measured, RequestSpec, RunContext, prepare, send};
 use super::scope::Scope;
 use super::timing::{self, Requested};
 
@@ -21,6 +21,7 @@ use super::timing::{self, Requested};
 pub struct Controls {
     pub cancel: Cancel,
     pub visibility: Visibility,
+    pub drawn: Drawn,
 }
 
 /// Runs `plan`, sending every [`FromEngine`] message to `emit` (samples as they finish,
@@ -55,6 +56,7 @@ pub async fn run_plan(
         headers: headers(plan, run_id),
         total: plan.total_requests() as u32,
         last_end: run_start,
+        drawn: controls.drawn.clone(),
     };
     let phases = plan.phases.len() as u32;
     for (number, phase) in plan.phases.iter().enumerate() {
@@ -173,6 +175,8 @@ struct Runner<'a> {
     /// `performance.now()` when the latest request (or batch) ended: a cold request's
     /// idle time runs from there.
     last_end: f64,
+    /// The page's word that it has drawn what it was sent.
+    drawn: Drawn,
 }
 
 impl Runner<'_> {
@@ -263,7 +267,7 @@ impl Runner<'_> {
         };
         let at = self.position(Phase::Cold, 0, 1, None, Some(idle));
         let spec = self.spec(&at);
-        let mut m = measure(self.scope, &spec, at, &self.context).await;
+        let mut m = send(self.scope, &spec, at, &self.context).await.finish();
         m.sample.idle_spent_ms = Some(m.t0 - self.last_end);
         m.sample.idle_timer_late_ms = Some(late);
         m.sample.hidden |= self.context.visibility.hidden_since(visibility);
@@ -281,20 +285,21 @@ impl Runner<'_> {
                 (at, spec)
             })
             .collect();
-        let (scope, context) = (self.scope, &self.context);
-        let measured = join_all(
-            requests
-                .into_iter()
-                .map(|(at, spec)| async move { measure(scope, &spec, at, context).await }),
-        )
-        .await;
+        // Every request is set up first, then all are sent back to back.
+        let prepared: Vec<_> = requests
+            .iter()
+            .map(|(at, spec)| prepare(self.scope, spec, at.clone(), &self.context))
+            .collect();
+        let ended = join_all(prepared.into_iter().map(|p| p.send())).await;
+        // Parsed only now that none of the batch is in flight: a parse can delay no stamp.
+        let measured = ended.into_iter().map(|e| e.finish()).collect();
         self.keep(measured, emit).await;
     }
 
     /// Finishes a batch whose requests have all ended: gives each its own Resource Timing
     /// entry, tells new connections from reused ones, numbers the samples in the order
-    /// they started, honours a `429`'s `Retry-After`, hands them over and clears the
-    /// Resource Timing buffer (nothing is in flight now).
+    /// they started, honours a `429`'s `Retry-After`, hands them over, clears the Resource
+    /// Timing buffer (nothing is in flight now) and lets the page draw them.
     async fn keep(&mut self, mut measured: Vec<Measured>, emit: &mut impl FnMut(FromEngine)) {
         let performance = self.scope.performance();
         self.last_end = performance.now();
@@ -354,11 +359,14 @@ impl Runner<'_> {
             }
             self.last_end = performance.now();
         }
+        self.drawn.sent();
         for sample in kept {
             emit(FromEngine::Sample(Box::new(sample.clone())));
             self.samples.push(sample);
         }
         timing::clear(&performance);
+        // The page draws now, before the next request starts, not while it is dispatched.
+        self.drawn.wait(self.scope, &self.context.cancel).await;
     }
 }
 

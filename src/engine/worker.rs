@@ -8,19 +8,26 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
 
+use super::control::Drawn;
 use super::protocol::{FromEngine, ToEngine};
 use super::runner::{Controls, run_plan};
 use super::scope::Scope;
 
-/// Serializes a message as a plain JavaScript object (maps as objects, `None` as null).
+/// Serializes a message as one JSON string. A string crosses `postMessage` as one value;
+/// an object graph (a sample holds dozens of small objects) would be garbage in the
+/// worker's heap, and a garbage collection in the worker is a pause in every timestamp
+/// taken meanwhile.
 pub fn to_js<T: Serialize>(message: &T) -> Result<JsValue, String> {
-    message
-        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+    serde_json::to_string(message)
+        .map(|json| JsValue::from_str(&json))
         .map_err(|e| format!("cannot send a message: {e}"))
 }
 
 pub fn from_js<T: DeserializeOwned>(value: JsValue) -> Result<T, String> {
-    serde_wasm_bindgen::from_value(value).map_err(|e| format!("cannot read a message: {e}"))
+    let json = value
+        .as_string()
+        .ok_or_else(|| "cannot read a message: it is not a string".to_owned())?;
+    serde_json::from_str(&json).map_err(|e| format!("cannot read a message: {e}"))
 }
 
 /// Listens for [`ToEngine`] messages in this worker; says [`FromEngine::Ready`] once it
@@ -28,7 +35,11 @@ pub fn from_js<T: DeserializeOwned>(value: JsValue) -> Result<T, String> {
 pub fn serve() {
     let global: DedicatedWorkerGlobalScope = js_sys::global().unchecked_into();
     let scope = Scope::current();
-    let controls = Controls::default();
+    // The page that started this worker draws every sample and says when it has.
+    let controls = Controls {
+        drawn: Drawn::awaited(),
+        ..Controls::default()
+    };
     let post = {
         let global = global.clone();
         move |message: FromEngine| match to_js(&message) {
@@ -52,6 +63,7 @@ pub fn serve() {
                 Ok(ToEngine::Visibility { hidden }) => {
                     controls.visibility.set(hidden, scope.performance().now())
                 }
+                Ok(ToEngine::Drawn) => controls.drawn.drawn(),
                 Err(e) => web_sys::console::error_1(&e.into()),
             }
         })
