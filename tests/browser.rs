@@ -9,10 +9,9 @@
 
 use firsttoken::collector;
 use firsttoken::engine::{
-    Controls, FromEngine, Measured, RequestSpec, RunContext, Scope, fresh_base, measure, run_plan,
-    timing,
+    Controls, FromEngine, Measured, RequestSpec, RunContext, Scope, fresh_base, measure_alone,
+    run_plan,
 };
-use firsttoken_core::outcome::Position;
 use firsttoken_core::plan::{PhasePlan, Scenario, TargetPlan};
 use firsttoken_core::report::RunReport;
 use firsttoken_core::schema::{Client, RecordParts, Run, run_id_from_random};
@@ -65,20 +64,7 @@ async fn measure_one(spec: &RequestSpec) -> Measured {
         run_start: scope.performance().now(),
         ..RunContext::default()
     };
-    let mut m = measure(&scope, spec, Position::default(), &context).await;
-    let requested = [timing::Requested {
-        name: m.timing_name.as_deref(),
-        t0: m.t0,
-        completed: m.completed,
-    }];
-    let [(conn, server_timing)]: [timing::Timing; 1] = timing::read_batch(&scope, &requested)
-        .await
-        .try_into()
-        .expect("one request, one answer");
-    m.sample.conn = conn;
-    m.sample.server_timing = server_timing;
-    timing::clear(&scope.performance());
-    m
+    measure_alone(&scope, spec, &context).await
 }
 
 async fn sample_of(query: &str) -> Sample {

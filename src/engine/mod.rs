@@ -15,6 +15,8 @@ pub mod worker;
 
 pub use client::{Engine, Placement};
 pub use protocol::{Finished, FromEngine, Progress, ToEngine};
-pub use request::{Ended, Measured, Prepared, RequestSpec, RunContext, measure, prepare, send};
+pub use request::{
+    Ended, Measured, Prepared, RequestSpec, RunContext, measure, measure_alone, prepare, send,
+};
 pub use runner::{Controls, fresh_base, run_plan};
 pub use scope::Scope;

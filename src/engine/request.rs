@@ -26,6 +26,7 @@ use web_sys::{
 
 use super::control::{Cancel, InFlight, Visibility, VisibilityMark};
 use super::scope::{Every, Scope, Timeout};
+use super::timing;
 use crate::browser::js_error_text;
 
 /// The header by which the demo target tells the client its own port.
@@ -175,6 +176,23 @@ pub async fn measure(
     run: &RunContext,
 ) -> Measured {
     send(scope, spec, at, run).await.finish()
+}
+
+/// One request outside any plan (a check, a test), with its Resource Timing read as the
+/// runner reads a batch's: its connection and `Server-Timing` filled in.
+pub async fn measure_alone(scope: &Scope, spec: &RequestSpec, run: &RunContext) -> Measured {
+    let mut m = measure(scope, spec, Position::default(), run).await;
+    let requested = [timing::Requested {
+        name: m.timing_name.as_deref(),
+        t0: m.t0,
+        completed: m.completed,
+    }];
+    if let Some((conn, server_timing)) = timing::read_batch(scope, &requested).await.pop() {
+        m.sample.conn = conn;
+        m.sample.server_timing = server_timing;
+    }
+    timing::clear(&scope.performance());
+    m
 }
 
 /// The most body bytes a request keeps unparsed; past it, it parses as it reads, so a

@@ -451,8 +451,7 @@ async fn check_fresh_url(
     body: &str,
     dialect: Dialect,
 ) -> Vec<CheckLine> {
-    use crate::engine::{RequestSpec, RunContext, Scope, measure, timing};
-    use firsttoken_core::outcome::Position;
+    use crate::engine::{RequestSpec, RunContext, Scope, measure_alone};
 
     let fail = |text: String| {
         vec![CheckLine {
@@ -485,18 +484,7 @@ async fn check_fresh_url(
     };
     let mut measured = Vec::new();
     for url in [target.trim(), fresh_url.as_str()] {
-        let mut m = measure(&scope, &spec(url), Position::default(), &context).await;
-        let requested = [timing::Requested {
-            name: m.timing_name.as_deref(),
-            t0: m.t0,
-            completed: m.completed,
-        }];
-        m.sample.conn = timing::read_batch(&scope, &requested)
-            .await
-            .pop()
-            .and_then(|(conn, _)| conn);
-        timing::clear(&scope.performance());
-        measured.push(m);
+        measured.push(measure_alone(&scope, &spec(url), &context).await);
     }
     let (main, fresh) = (&measured[0], &measured[1]);
     let answered =
