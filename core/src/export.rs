@@ -42,12 +42,22 @@ pub const CSV_FIELDS: [&str; 36] = [
     "itl_ms",
 ];
 
-/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+/// A text CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+///
+/// Text that starts like a formula (`=`, `+`, `-`, `@`, a tab or a carriage return) gets a
+/// leading `'`, so a spreadsheet shows it instead of running it: uploaders choose the
+/// browser, OS, scenario and label strings, and an operator opens the file. Numbers are
+/// written elsewhere and never pass through here.
 pub fn csv_field(value: &str) -> String {
-    if value.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", value.replace('"', "\"\""))
+    let neutral = if value.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        format!("'{value}")
     } else {
         value.to_owned()
+    };
+    if neutral.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", neutral.replace('"', "\"\""))
+    } else {
+        neutral
     }
 }
 
@@ -123,6 +133,18 @@ fn line(run_id: &str, label: &str, s: &Sample) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_that_a_spreadsheet_would_run_is_neutralised() {
+        assert_eq!(csv_field("=HYPERLINK(\"x\")"), "\"'=HYPERLINK(\"\"x\"\")\"");
+        assert_eq!(csv_field("+1"), "'+1");
+        assert_eq!(csv_field("-cmd"), "'-cmd");
+        assert_eq!(csv_field("@SUM(A1)"), "'@SUM(A1)");
+        assert_eq!(csv_field("\tx"), "'\tx");
+        assert_eq!(csv_field("\rx"), "\"'\rx\"");
+        assert_eq!(csv_field("Chrome"), "Chrome");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+    }
 
     #[test]
     fn a_cut_off_stream_is_a_line_with_its_class_and_its_ttft() {

@@ -123,13 +123,15 @@ pub struct Group {
     /// says so.
     pub ttft_ms: Option<Percentiles>,
     pub e2e_ms: Option<Percentiles>,
-    /// The median of each run's median TTFT: networks drift between sessions.
+    /// The median of each run's median TTFT: networks drift between sessions. `None`
+    /// below `min_samples`, like the percentiles.
     pub median_of_run_medians_ttft_ms: Option<f64>,
     /// Failed samples over all samples.
     pub error_rate: f64,
     /// Failed samples by error class.
     pub errors: BTreeMap<String, ErrorCount>,
-    /// The TTFT distribution: `[ms, fraction of answered samples at or below it]`.
+    /// The TTFT distribution: `[ms, fraction of answered samples at or below it]`; empty
+    /// below `min_samples` (a curve of a few values shows every one of them).
     pub ttft_cdf: Vec<[f64; 2]>,
     pub note: Option<String>,
 }
@@ -293,7 +295,7 @@ fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: u
         e2e_ms: enough
             .then(|| percentiles(&e2e_runs, BOOTSTRAP_SEED))
             .flatten(),
-        median_of_run_medians_ttft_ms: median_of_run_medians,
+        median_of_run_medians_ttft_ms: median_of_run_medians.filter(|_| enough),
         error_rate: rate(failed),
         errors: acc
             .errors
@@ -308,7 +310,7 @@ fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: u
                 )
             })
             .collect(),
-        ttft_cdf: cdf(&ttft),
+        ttft_cdf: if enough { cdf(&ttft) } else { Vec::new() },
         note,
     }
 }

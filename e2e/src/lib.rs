@@ -8,14 +8,13 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{Context, bail};
-use axum::serve::ListenerExt;
 use firsttoken_core::Dialect;
 use firsttoken_core::plan::TargetPlan;
 use firsttoken_core::share::Study;
-use firsttoken_server::{AppState, Config, Db, service};
+use firsttoken_server::metrics::Metrics;
+use firsttoken_server::{AppState, Config, Db};
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -54,8 +53,9 @@ pub struct TestServer {
     pub address: SocketAddr,
     pub db: Db,
     static_dir: Option<PathBuf>,
-    /// TCP connections accepted so far.
-    accepted: Arc<AtomicU64>,
+    /// The server's counters, kept across [`TestServer::stop`] and `resume`: TCP
+    /// connections accepted so far.
+    metrics: Arc<Metrics>,
     running: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
     /// Holds the SQLite file; removed when the server is dropped.
     _data: TempDir,
@@ -90,7 +90,7 @@ impl TestServer {
             address: tcp.local_addr()?,
             db,
             static_dir,
-            accepted: Arc::new(AtomicU64::new(0)),
+            metrics: Arc::default(),
             running: None,
             _data: data,
         };
@@ -100,17 +100,14 @@ impl TestServer {
 
     fn serve(&mut self, tcp: tokio::net::TcpListener) {
         let state = AppState::new(self.db.clone(), test_config(self.static_dir.clone()));
-        let counter = self.accepted.clone();
-        let listener = firsttoken_server::listener(tcp).tap_io(move |_| {
-            counter.fetch_add(1, Ordering::Relaxed);
-        });
+        let mut state = state;
+        state.metrics = self.metrics.clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let served = axum::serve(listener, service(state))
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await;
+            let served = firsttoken_server::serve(tcp, state, async {
+                let _ = stopped.await;
+            })
+            .await;
             if let Err(e) = served {
                 eprintln!("test server stopped: {e}");
             }
@@ -149,7 +146,7 @@ impl TestServer {
 
     /// How many TCP connections the server has accepted.
     pub fn connections_accepted(&self) -> u64 {
-        self.accepted.load(Ordering::Relaxed)
+        self.metrics.connections_accepted()
     }
 
     /// The demo target on this server as a study's target, with `knobs` in its query,

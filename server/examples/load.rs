@@ -15,7 +15,7 @@ use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::NetworkLabel;
 use firsttoken_core::stats::{SplitMix64, percentile};
 use firsttoken_core::{Phase, Run, Sample};
-use firsttoken_server::{AppState, Config, Db, listener, service};
+use firsttoken_server::{AppState, Config, Db, serve as serve_app};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 const CLIENTS: usize = 16;
@@ -147,7 +147,7 @@ async fn serve(db: &Db) -> anyhow::Result<std::net::SocketAddr> {
     let state = AppState::new(db.clone(), config);
     let tcp = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let address = tcp.local_addr()?;
-    tokio::spawn(async move { axum::serve(listener(tcp), service(state)).await });
+    tokio::spawn(serve_app(tcp, state, std::future::pending()));
     Ok(address)
 }
 

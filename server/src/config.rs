@@ -40,13 +40,62 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_UPLOADS_PER_MINUTE", default_value_t = 30)]
     pub uploads_per_minute: u32,
 
-    /// Take the client's address from the first `X-Forwarded-For` entry (only behind a
-    /// proxy that sets it; otherwise any client could pick its own).
+    /// Take the client's address from `X-Forwarded-For` (only behind a proxy that appends
+    /// to it; otherwise any client could pick its own). The entry used is the one the
+    /// proxy added: `--proxy-hops` from the right.
     #[arg(long, env = "FIRSTTOKEN_TRUST_FORWARDED_FOR")]
     pub trust_forwarded_for: bool,
 
-    /// The token for bulk export and purge (`Authorization: Bearer …`). Without one those
-    /// endpoints are off.
+    /// How many trusted proxies append to `X-Forwarded-For` in front of the server: 1
+    /// takes the rightmost entry, 2 the one before it. Entries further left were written
+    /// by the client and are never used.
+    #[arg(long, env = "FIRSTTOKEN_PROXY_HOPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub proxy_hops: u32,
+
+    /// Seconds a client has to send a request's headers; on a kept-alive HTTP/1
+    /// connection also the longest wait for the next request.
+    #[arg(
+        long,
+        env = "FIRSTTOKEN_HEADER_READ_TIMEOUT_SECS",
+        default_value_t = 10
+    )]
+    pub header_read_timeout_secs: u64,
+
+    /// Seconds a client has to send a request's body (an upload, a demo request).
+    #[arg(long, env = "FIRSTTOKEN_BODY_READ_TIMEOUT_SECS", default_value_t = 30)]
+    pub body_read_timeout_secs: u64,
+
+    /// Open connections at most; more are answered 503 and closed. Keep it below the
+    /// process's file descriptor limit (`ulimit -n`).
+    #[arg(long, env = "FIRSTTOKEN_MAX_CONNECTIONS", default_value_t = 768)]
+    pub max_connections: usize,
+
+    /// Requests being handled at once (not counting streams already answering); more
+    /// are answered 503 with `Retry-After` rather than queued.
+    #[arg(long, env = "FIRSTTOKEN_MAX_IN_FLIGHT", default_value_t = 256)]
+    pub max_in_flight: usize,
+
+    /// Seconds shutdown waits for uploads in flight before dropping what is still open.
+    #[arg(long, env = "FIRSTTOKEN_SHUTDOWN_DEADLINE_SECS", default_value_t = 10)]
+    pub shutdown_deadline_secs: u64,
+
+    /// The demo target at `/v1/chat/completions`: `on` for trying firsttoken out, `off`
+    /// for a production collector (anyone could use it to make the server stream).
+    #[arg(long, env = "FIRSTTOKEN_DEMO", value_enum, default_value_t = Demo::On)]
+    pub demo: Demo,
+
+    /// Demo streams open at once, at most; more are answered 503.
+    #[arg(long, env = "FIRSTTOKEN_DEMO_MAX_STREAMS", default_value_t = 64)]
+    pub demo_max_streams: usize,
+
+    /// The longest a demo request may last, in seconds, from arrival to its last byte. A
+    /// request whose knobs ask for longer is refused; one that runs over (waiting for a
+    /// busy worker, a stall) is ended.
+    #[arg(long, env = "FIRSTTOKEN_DEMO_MAX_REQUEST_SECS", default_value_t = 120)]
+    pub demo_max_request_secs: u64,
+
+    /// The token for bulk export and purge (`Authorization: Bearer …`), at least
+    /// [`MIN_ADMIN_TOKEN_CHARS`] characters. Without one those endpoints are off.
     #[arg(long, env = "FIRSTTOKEN_ADMIN_TOKEN")]
     pub admin_token: Option<Secret>,
 
@@ -60,12 +109,52 @@ pub struct Config {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Demo {
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
 }
 
+/// The shortest admin token accepted: long enough that guessing is hopeless even without
+/// the limit on failed attempts.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+
 impl Config {
+    /// Refuses settings the server cannot run safely with, naming the flag.
+    pub fn check(&self) -> Result<(), String> {
+        if let Some(token) = &self.admin_token
+            && token.expose().chars().count() < MIN_ADMIN_TOKEN_CHARS
+        {
+            return Err(format!(
+                "--admin-token (FIRSTTOKEN_ADMIN_TOKEN) must be at least {MIN_ADMIN_TOKEN_CHARS} characters; `openssl rand -hex 32` makes one"
+            ));
+        }
+        for (flag, value) in [
+            ("--max-connections", self.max_connections),
+            ("--max-in-flight", self.max_in_flight),
+            ("--demo-max-streams", self.demo_max_streams),
+        ] {
+            if value == 0 {
+                return Err(format!("{flag} must be at least 1"));
+            }
+        }
+        for (flag, value) in [
+            ("--header-read-timeout-secs", self.header_read_timeout_secs),
+            ("--body-read-timeout-secs", self.body_read_timeout_secs),
+            ("--demo-max-request-secs", self.demo_max_request_secs),
+        ] {
+            if value == 0 {
+                return Err(format!("{flag} must be at least 1"));
+            }
+        }
+        Ok(())
+    }
+
     /// The defaults, as if started without flags or environment (for tests and tools).
     pub fn defaults() -> Self {
         Self {
@@ -75,6 +164,15 @@ impl Config {
             max_body_bytes: 8 * 1024 * 1024,
             uploads_per_minute: 30,
             trust_forwarded_for: false,
+            proxy_hops: 1,
+            header_read_timeout_secs: 10,
+            body_read_timeout_secs: 30,
+            max_connections: 768,
+            max_in_flight: 256,
+            shutdown_deadline_secs: 10,
+            demo: Demo::On,
+            demo_max_streams: 64,
+            demo_max_request_secs: 120,
             admin_token: None,
             min_samples: DEFAULT_MIN_SAMPLES,
             log_format: LogFormat::Text,

@@ -32,6 +32,23 @@ pub enum AppError {
     Forbidden(String),
     #[error("too many requests from this address; try again in {retry_after} s")]
     TooManyRequests { retry_after: u64 },
+    /// The server is at a cap it keeps for everyone (open connections, requests in
+    /// flight, demo streams): not this client's fault, and over soon.
+    #[error("the server is at its limit of {what}; try again in {retry_after} s")]
+    Busy {
+        what: &'static str,
+        retry_after: u64,
+    },
+    /// Work the server bounds in time ran over (a summary over too many samples).
+    #[error("{what} took longer than {secs} s; {hint}")]
+    TooSlow {
+        what: &'static str,
+        secs: u64,
+        hint: &'static str,
+    },
+    /// The body did not arrive in time (a slow or stalled sender).
+    #[error("the request body did not arrive within {secs} s")]
+    BodyTimeout { secs: u64 },
     /// Anything the client cannot fix; the cause is logged, not sent.
     #[error("internal error")]
     Internal(#[from] anyhow::Error),
@@ -53,6 +70,9 @@ impl AppError {
             AppError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             AppError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            AppError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+            AppError::TooSlow { .. } => (StatusCode::SERVICE_UNAVAILABLE, "too_slow"),
+            AppError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
             AppError::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal"),
         }
     }
@@ -91,7 +111,8 @@ impl IntoResponse for AppError {
             },
         };
         let mut response = (status, Json(body)).into_response();
-        if let AppError::TooManyRequests { retry_after } = self {
+        if let AppError::TooManyRequests { retry_after } | AppError::Busy { retry_after, .. } = self
+        {
             response
                 .headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, retry_after.into());

@@ -4,6 +4,7 @@
 //! [`app`] builds the whole router from an [`AppState`], so tests call it directly with
 //! `oneshot` or serve it on a real port ([`serve`]).
 
+pub mod body;
 pub mod config;
 pub mod db;
 pub mod demo;
@@ -11,6 +12,7 @@ pub mod error;
 pub mod limit;
 pub mod metrics;
 pub mod routes;
+pub mod serve;
 mod static_files;
 
 use std::net::{IpAddr, SocketAddr};
@@ -18,16 +20,15 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::connect_info::IntoMakeServiceWithConnectInfo;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
-use axum::serve::{ListenerExt, TapIo};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::trace::TraceLayer;
 
 pub use config::Config;
 pub use db::Db;
+pub use serve::serve;
 
 use crate::limit::RateLimiter;
 use crate::metrics::Metrics;
@@ -39,9 +40,22 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub metrics: Arc<Metrics>,
     pub limiter: Arc<RateLimiter>,
+    /// Failed admin-token attempts per network: a few an hour.
+    pub admin_failures: Arc<RateLimiter>,
+    /// Requests being handled ([`serve::shed`]).
+    pub in_flight: Arc<Semaphore>,
+    /// Demo streams open.
+    pub demo_streams: Arc<Semaphore>,
+    /// Summaries being computed, and answers kept for a moment.
+    pub summaries: Arc<routes::summary::Summaries>,
+    /// Turns `true` when shutdown begins: streams that would run on end.
+    stopping: Arc<watch::Sender<bool>>,
     /// The built app, when there is one.
     pub static_dir: Option<PathBuf>,
 }
+
+/// Failed admin-token attempts one network may make per hour.
+pub const ADMIN_FAILURES_PER_HOUR: f64 = 10.0;
 
 impl AppState {
     /// A state over `db` configured by `config`.
@@ -54,6 +68,14 @@ impl AppState {
         Self {
             db,
             limiter: Arc::new(RateLimiter::new(config.uploads_per_minute)),
+            admin_failures: Arc::new(RateLimiter::per_period(
+                ADMIN_FAILURES_PER_HOUR,
+                std::time::Duration::from_secs(3600),
+            )),
+            in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
+            demo_streams: Arc::new(Semaphore::new(config.demo_max_streams.max(1))),
+            summaries: Arc::default(),
+            stopping: Arc::new(watch::channel(false).0),
             metrics: Arc::default(),
             config: Arc::new(config),
             static_dir,
@@ -62,6 +84,7 @@ impl AppState {
 
     /// Opens the database `config` names and checks the static folder.
     pub async fn from_config(config: Config) -> anyhow::Result<Self> {
+        config.check().map_err(anyhow::Error::msg)?;
         let db = Db::connect(config.database_url.expose()).await?;
         let state = Self::new(db, config);
         if state.static_dir.is_none() {
@@ -73,41 +96,42 @@ impl AppState {
         Ok(state)
     }
 
-    /// The client's address, for the rate limit only: the peer, or the first
-    /// `X-Forwarded-For` entry when the configuration trusts a proxy to set it.
+    /// The client's address, for budgets only: the peer, or, when the configuration
+    /// trusts proxies in front, the `X-Forwarded-For` entry the nearest trusted proxy
+    /// wrote (`proxy_hops` from the right). Common proxies append to what the client
+    /// sent, so entries further left are the client's own words and never used. With
+    /// fewer entries than hops the request did not come through the proxies: the peer.
     pub fn client_address(&self, headers: &HeaderMap, peer: Option<SocketAddr>) -> Option<IpAddr> {
-        if self.config.trust_forwarded_for
-            && let Some(forwarded) = headers.get("x-forwarded-for").and_then(|v| v.to_str().ok())
-            && let Some(first) = forwarded.split(',').next()
-            && let Ok(address) = first.trim().parse()
-        {
-            return Some(address);
+        if self.config.trust_forwarded_for {
+            let entries: Vec<&str> = headers
+                .get_all("x-forwarded-for")
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .map(str::trim)
+                .collect();
+            let hops = self.config.proxy_hops.max(1) as usize;
+            if let Some(entry) = entries.len().checked_sub(hops).map(|i| entries[i])
+                && let Ok(address) = entry.parse()
+            {
+                return Some(address);
+            }
         }
         peer.map(|p| p.ip())
     }
-}
 
-/// The listener type [`listener`] makes.
-pub type Listener = TapIo<TcpListener, fn(&mut TcpStream)>;
-
-/// Wraps a bound socket so every connection sends what is written at once (TCP_NODELAY).
-/// Without it Nagle's algorithm holds a small event back until the previous one is
-/// acknowledged, which the client's delayed ACK can put off by 40 ms: first bytes and
-/// tokens would arrive late, and every TTFB and inter-token gap would be wrong.
-pub fn listener(tcp: TcpListener) -> Listener {
-    tcp.tap_io(no_delay as fn(&mut TcpStream))
-}
-
-fn no_delay(tcp: &mut TcpStream) {
-    if let Err(e) = tcp.set_nodelay(true) {
-        tracing::warn!(error = %e, "cannot turn Nagle's algorithm off on a connection");
+    /// Tells open streams that shutdown has begun.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
     }
-}
 
-/// The whole server as a service that knows each connection's peer address (the demo
-/// target tells clients their port; the rate limit counts per address). Serve this one.
-pub fn service(state: AppState) -> IntoMakeServiceWithConnectInfo<Router, SocketAddr> {
-    app(state).into_make_service_with_connect_info::<SocketAddr>()
+    /// Resolves once shutdown has begun.
+    pub fn stopping(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut stopping = self.stopping.subscribe();
+        async move {
+            let _ = stopping.wait_for(|stopping| *stopping).await;
+        }
+    }
 }
 
 /// The whole server.
@@ -121,12 +145,13 @@ pub fn app(state: AppState) -> Router {
         .expose_headers(Any)
         .max_age(std::time::Duration::from_secs(7200));
     Router::new()
-        .merge(routes::runs::router(state.config.max_body_bytes))
+        .merge(routes::runs::router())
         .merge(routes::summary::router())
         .merge(routes::admin::router())
         .merge(routes::ops::router())
-        .merge(demo::router())
+        .merge(demo::router(state.config.demo))
         .merge(static_files::router(state.static_dir.as_deref()))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), serve::shed))
         .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::record))
         .with_state(state)
         .layer(cors)

@@ -1,15 +1,64 @@
-//! A per-address limit on uploads and deletes, held only in memory: a token bucket per
-//! address, forgotten once full again. Addresses are never logged or stored.
+//! Per-network limits, held only in memory: a token bucket per network prefix (IPv4 /32,
+//! IPv6 /64, since one IPv6 client is given a whole /64 and could otherwise take a fresh
+//! allowance per address). Addresses are never logged or stored.
+//!
+//! The map is bounded: full buckets carry no information and are pruned every few
+//! seconds, the map is split in shards so one lock is not every request's queue, and a
+//! shard at its cap forgets its least recently used prefixes. Forgetting gives that
+//! prefix a fresh allowance, which is the price of bounded memory; refusing new prefixes
+//! instead would lock honest users out while an attacker holds the map.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+/// The network a client address belongs to, for budgets: an IPv4 address, or the /64 of
+/// an IPv6 one (an IPv4-mapped IPv6 address counts as its IPv4 address).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Prefix {
+    V4([u8; 4]),
+    V6([u8; 8]),
+}
+
+impl From<IpAddr> for Prefix {
+    fn from(address: IpAddr) -> Self {
+        match address {
+            IpAddr::V4(v4) => Prefix::V4(v4.octets()),
+            IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+                Some(v4) => Prefix::V4(v4.octets()),
+                None => {
+                    let mut first = [0; 8];
+                    first.copy_from_slice(&v6.octets()[..8]);
+                    Prefix::V6(first)
+                }
+            },
+        }
+    }
+}
+
+/// Shards of the map; a prefix always lands in the same one.
+const SHARDS: usize = 16;
+/// Prefixes one shard remembers at most (about 100 bytes each).
+const PER_SHARD: usize = 8192;
+/// How often a shard drops its full buckets.
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Debug)]
 pub struct RateLimiter {
-    per_minute: f64,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    /// Tokens a full bucket holds: the burst.
+    capacity: f64,
+    /// Tokens added per second.
+    per_second: f64,
+    shards: Vec<Mutex<Shard>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+#[derive(Debug)]
+struct Shard {
+    buckets: HashMap<Prefix, Bucket>,
+    pruned: Instant,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -18,79 +67,194 @@ struct Bucket {
     updated: Instant,
 }
 
-/// How long to wait before trying again.
+/// How long to wait before trying again, in whole seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryAfter(pub u64);
 
 impl RateLimiter {
     /// `per_minute` requests a minute, in bursts of up to as many.
     pub fn new(per_minute: u32) -> Self {
+        Self::per_period(f64::from(per_minute.max(1)), Duration::from_secs(60))
+    }
+
+    /// `amount` units per `period`, in bursts of up to `amount`.
+    pub fn per_period(amount: f64, period: Duration) -> Self {
         Self {
-            per_minute: f64::from(per_minute.max(1)),
-            buckets: Mutex::default(),
+            capacity: amount.max(1.0),
+            per_second: amount.max(1.0) / period.as_secs_f64(),
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        buckets: HashMap::new(),
+                        pruned: Instant::now(),
+                    })
+                })
+                .collect(),
+            hasher: std::collections::hash_map::RandomState::new(),
         }
     }
 
-    /// Takes one request from `address`'s allowance, or says how many seconds until one
-    /// is free.
+    /// Takes one request from the address's network's allowance, or says how many
+    /// seconds until one is free.
     pub fn check(&self, address: IpAddr) -> Result<(), RetryAfter> {
-        self.check_at(address, Instant::now())
+        self.take(Prefix::from(address), 1.0, Instant::now())
     }
 
-    fn check_at(&self, address: IpAddr, now: Instant) -> Result<(), RetryAfter> {
-        let Ok(mut buckets) = self.buckets.lock() else {
+    /// Takes `amount` from `prefix`'s allowance, or says how long until there is that
+    /// much. An amount larger than a full bucket can never be had: it is refused with the
+    /// time to fill the bucket.
+    pub fn take(&self, prefix: Prefix, amount: f64, now: Instant) -> Result<(), RetryAfter> {
+        let shard = &self.shards[self.hasher.hash_one(prefix) as usize % SHARDS];
+        let Ok(mut shard) = shard.lock() else {
             return Ok(());
         };
-        let per_second = self.per_minute / 60.0;
-        // Full buckets carry no information: drop them, so the map holds only the
-        // addresses active in the last minute.
-        if buckets.len() > 10_000 {
-            let capacity = self.per_minute;
-            buckets.retain(|_, b| {
-                b.tokens + now.duration_since(b.updated).as_secs_f64() * per_second < capacity
-            });
-        }
-        let bucket = buckets.entry(address).or_insert(Bucket {
-            tokens: self.per_minute,
+        shard.prune(now, self.capacity, self.per_second);
+        let bucket = shard.buckets.entry(prefix).or_insert(Bucket {
+            tokens: self.capacity,
             updated: now,
         });
-        let elapsed = now.duration_since(bucket.updated).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * per_second).min(self.per_minute);
+        let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * self.per_second).min(self.capacity);
         bucket.updated = now;
-        if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+        if bucket.tokens >= amount {
+            bucket.tokens -= amount;
             Ok(())
         } else {
+            let missing = amount.min(self.capacity) - bucket.tokens;
             Err(RetryAfter(
-                ((1.0 - bucket.tokens) / per_second).ceil() as u64
+                (missing / self.per_second).ceil().max(1.0) as u64
             ))
+        }
+    }
+
+    /// Gives back what [`RateLimiter::take`] took for work that did not happen after all.
+    pub fn give_back(&self, prefix: Prefix, amount: f64) {
+        let shard = &self.shards[self.hasher.hash_one(prefix) as usize % SHARDS];
+        if let Ok(mut shard) = shard.lock()
+            && let Some(bucket) = shard.buckets.get_mut(&prefix)
+        {
+            bucket.tokens = (bucket.tokens + amount).min(self.capacity);
+        }
+    }
+
+    /// Prefixes remembered now, over all shards.
+    pub fn len(&self) -> usize {
+        self.shards
+            .iter()
+            .filter_map(|s| s.lock().ok().map(|s| s.buckets.len()))
+            .sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Shard {
+    fn prune(&mut self, now: Instant, capacity: f64, per_second: f64) {
+        if now.saturating_duration_since(self.pruned) >= PRUNE_EVERY {
+            self.pruned = now;
+            self.buckets.retain(|_, b| {
+                b.tokens + now.saturating_duration_since(b.updated).as_secs_f64() * per_second
+                    < capacity
+            });
+        }
+        if self.buckets.len() >= PER_SHARD {
+            // Forget the least recently used quarter in one pass.
+            let mut ages: Vec<(Instant, Prefix)> =
+                self.buckets.iter().map(|(p, b)| (b.updated, *p)).collect();
+            let cut = PER_SHARD / 4;
+            ages.select_nth_unstable_by_key(cut, |(updated, _)| *updated);
+            for (_, prefix) in &ages[..cut] {
+                self.buckets.remove(prefix);
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("an address")
+    }
 
     #[test]
     fn an_address_gets_its_allowance_then_waits() {
         let limiter = RateLimiter::new(3);
-        let (a, b): (IpAddr, IpAddr) = (
-            "192.0.2.1".parse().expect("ip"),
-            "192.0.2.2".parse().expect("ip"),
-        );
+        let (a, b) = (Prefix::from(ip("192.0.2.1")), Prefix::from(ip("192.0.2.2")));
         let t = Instant::now();
         for _ in 0..3 {
-            assert_eq!(limiter.check_at(a, t), Ok(()));
+            assert_eq!(limiter.take(a, 1.0, t), Ok(()));
         }
-        assert_eq!(limiter.check_at(a, t), Err(RetryAfter(20)));
+        assert_eq!(limiter.take(a, 1.0, t), Err(RetryAfter(20)));
         assert_eq!(
-            limiter.check_at(b, t),
+            limiter.take(b, 1.0, t),
             Ok(()),
             "another address has its own"
         );
-        assert_eq!(limiter.check_at(a, t + Duration::from_secs(20)), Ok(()));
+        assert_eq!(limiter.take(a, 1.0, t + Duration::from_secs(20)), Ok(()));
+    }
+
+    #[test]
+    fn an_ipv6_network_shares_one_allowance() {
+        let limiter = RateLimiter::new(2);
+        let t = Instant::now();
+        assert_eq!(limiter.take(ip("2001:db8::1").into(), 1.0, t), Ok(()));
+        assert_eq!(limiter.take(ip("2001:db8::ffff:2").into(), 1.0, t), Ok(()));
+        assert!(
+            limiter
+                .take(ip("2001:db8:0:0:1234::3").into(), 1.0, t)
+                .is_err(),
+            "a third address in the same /64 has no allowance left"
+        );
+        assert_eq!(
+            limiter.take(ip("2001:db8:0:1::1").into(), 1.0, t),
+            Ok(()),
+            "the next /64 is another network"
+        );
+        assert_eq!(
+            Prefix::from(ip("::ffff:192.0.2.9")),
+            Prefix::from(ip("192.0.2.9"))
+        );
+    }
+
+    #[test]
+    fn the_map_stays_bounded_and_forgets_full_buckets() {
+        let limiter = RateLimiter::new(10);
+        let t = Instant::now();
+        for n in 0..200_000u32 {
+            let prefix = Prefix::V6([0x20, 0x01, 0x0d, 0xb8, 0, 0, (n >> 8) as u8, n as u8]);
+            let prefix = if n < 65_536 {
+                prefix
+            } else {
+                Prefix::V4(n.to_be_bytes())
+            };
+            let _ = limiter.take(prefix, 1.0, t);
+        }
+        assert!(
+            limiter.len() <= SHARDS * PER_SHARD,
+            "{} prefixes remembered",
+            limiter.len()
+        );
+        // A minute later every bucket is full again: the next request in each shard
+        // prunes it.
+        let later = t + Duration::from_secs(61);
+        for n in 0..1000u32 {
+            let _ = limiter.take(Prefix::V4((n + 1_000_000).to_be_bytes()), 1.0, later);
+        }
+        assert!(limiter.len() <= 1000, "{} remembered", limiter.len());
+    }
+
+    #[test]
+    fn an_amount_larger_than_the_bucket_is_refused_with_the_time_to_fill_it() {
+        let limiter = RateLimiter::per_period(100.0, Duration::from_secs(3600));
+        let t = Instant::now();
+        let p = Prefix::from(ip("198.51.100.7"));
+        assert_eq!(limiter.take(p, 60.0, t), Ok(()));
+        assert_eq!(limiter.take(p, 60.0, t), Err(RetryAfter(720)));
+        limiter.give_back(p, 60.0);
+        assert_eq!(limiter.take(p, 60.0, t), Ok(()));
     }
 }

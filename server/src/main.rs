@@ -5,7 +5,7 @@ use anyhow::Context;
 use clap::Parser;
 use firsttoken_server::config::LogFormat;
 use firsttoken_server::db::redact;
-use firsttoken_server::{AppState, Config, listener, service};
+use firsttoken_server::{AppState, Config, serve};
 use tracing_subscriber::EnvFilter;
 
 #[tokio::main]
@@ -29,15 +29,15 @@ async fn main() -> anyhow::Result<()> {
     let address = tcp.local_addr()?;
     tracing::info!(%address, %database, "listening");
     println!("firsttoken is running at http://{address}/");
-    axum::serve(listener(tcp), service(state))
-        .with_graceful_shutdown(shutdown_signal())
+    serve(tcp, state, shutdown_signal())
         .await
         .context("the server stopped with an error")?;
     tracing::info!("stopped");
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM; in-flight requests then finish before the process exits.
+/// Resolves on Ctrl-C or SIGTERM; uploads in flight then finish (within the shutdown
+/// deadline) before the process exits.
 async fn shutdown_signal() {
     let ctrl_c = async {
         if let Err(e) = tokio::signal::ctrl_c().await {

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -23,7 +24,11 @@ pub struct Metrics {
     uploads_accepted: AtomicU64,
     uploads_repeated: AtomicU64,
     uploads_rejected: Mutex<BTreeMap<&'static str, u64>>,
-    requests: Mutex<BTreeMap<(String, String, u16), Histogram>>,
+    requests: Mutex<BTreeMap<(String, &'static str, u16), Histogram>>,
+    connections_accepted: AtomicU64,
+    connections_refused: AtomicU64,
+    connections_open: AtomicU64,
+    requests_shed: AtomicU64,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -49,7 +54,45 @@ impl Metrics {
         }
     }
 
-    fn observe(&self, route: String, method: String, status: u16, elapsed: Duration) {
+    /// A connection accepted from the listener (before the cap is checked).
+    pub fn connection_accepted(&self) {
+        self.connections_accepted.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection answered 503 and closed: too many were open.
+    pub fn connection_refused(&self) {
+        self.connections_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_opened(&self) {
+        self.connections_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn connection_closed(&self) {
+        self.connections_open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A request answered 503 because too many were in flight.
+    pub fn request_shed(&self) {
+        self.requests_shed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections accepted since the start.
+    pub fn connections_accepted(&self) -> u64 {
+        self.connections_accepted.load(Ordering::Relaxed)
+    }
+
+    /// Connections open now.
+    pub fn connections_open(&self) -> u64 {
+        self.connections_open.load(Ordering::Relaxed)
+    }
+
+    /// Label sets of the latency histogram: bounded by routes × methods × statuses.
+    pub fn request_series(&self) -> usize {
+        self.requests.lock().map_or(0, |r| r.len())
+    }
+
+    fn observe(&self, route: String, method: &'static str, status: u16, elapsed: Duration) {
         let Ok(mut requests) = self.requests.lock() else {
             return;
         };
@@ -97,6 +140,36 @@ impl Metrics {
                 );
             }
         }
+        for (name, help, kind, value) in [
+            (
+                "firsttoken_connections_accepted_total",
+                "Connections accepted.",
+                "counter",
+                self.connections_accepted.load(Ordering::Relaxed),
+            ),
+            (
+                "firsttoken_connections_refused_total",
+                "Connections answered 503 and closed: too many were open.",
+                "counter",
+                self.connections_refused.load(Ordering::Relaxed),
+            ),
+            (
+                "firsttoken_connections_open",
+                "Connections open now.",
+                "gauge",
+                self.connections_open.load(Ordering::Relaxed),
+            ),
+            (
+                "firsttoken_requests_shed_total",
+                "Requests answered 503: too many were in flight.",
+                "counter",
+                self.requests_shed.load(Ordering::Relaxed),
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            let _ = writeln!(out, "{name} {value}");
+        }
         let _ = writeln!(
             out,
             "# HELP firsttoken_http_request_duration_seconds Time to the response head, by route."
@@ -135,6 +208,22 @@ impl Metrics {
     }
 }
 
+/// The method as a label: one of the methods the server knows, or `other`. Hyper accepts
+/// any token as a method, and a label per string a client made up would grow without
+/// bound.
+pub fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => "other",
+    }
+}
+
 /// Times every request to its response head. Routes are their patterns
 /// (`/api/v1/runs/{run_id}`), never the paths, so ids do not become labels.
 pub async fn record(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -142,7 +231,7 @@ pub async fn record(State(state): State<AppState>, request: Request, next: Next)
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "other".to_owned(), |p| p.as_str().to_owned());
-    let method = request.method().to_string();
+    let method = method_label(request.method());
     let start = Instant::now();
     let response = next.run(request).await;
     state

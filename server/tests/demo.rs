@@ -290,20 +290,15 @@ async fn the_stream_reports_the_apps_own_timing_and_the_client_port() {
     assert_eq!(timings["upstream_first_token_ms"], 30.0);
 }
 
+/// A pool keeps its size while a request uses it; once none does it is gone, so pool
+/// names cost no memory after their requests end.
 #[tokio::test]
-async fn a_pool_keeps_its_size() {
+async fn a_pool_keeps_its_size_while_in_use() {
     let client = reqwest::Client::new();
-    let (url, _db) = demo_url("?first_token_ms=1&tokens=1&slots=2&pool=sized").await;
-    assert_eq!(
-        client
-            .post(&url)
-            .json(&chat_body(true))
-            .send()
-            .await
-            .expect("response")
-            .status(),
-        200
-    );
+    let (url, _db) =
+        demo_url("?first_token_ms=1&tokens=1&slots=2&pool=sized&pre_model_ms=1000").await;
+    let busy = tokio::spawn(client.post(&url).json(&chat_body(true)).send());
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let (url, _db) = demo_url("?first_token_ms=1&tokens=1&slots=3&pool=sized").await;
     let response = client
         .post(&url)
@@ -319,6 +314,16 @@ async fn a_pool_keeps_its_size() {
             .expect("message")
             .contains("already has 2 slots")
     );
+    let busy = busy.await.expect("joined").expect("response");
+    assert_eq!(busy.status(), 200);
+    busy.bytes().await.expect("the answer");
+    let again = client
+        .post(&url)
+        .json(&chat_body(true))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(again.status(), 200, "the name is free once unused");
 }
 
 #[tokio::test]

@@ -6,7 +6,6 @@ mod common;
 use std::time::Duration;
 
 use firsttoken_server::db::Table;
-use firsttoken_server::{listener, service};
 use futures_util::StreamExt;
 
 #[tokio::test]
@@ -17,13 +16,9 @@ async fn an_upload_in_flight_when_shutdown_begins_is_still_stored() {
         .expect("bind");
     let address = tcp.local_addr().expect("address");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(
-        axum::serve(listener(tcp), service(common::state(&t.db)))
-            .with_graceful_shutdown(async {
-                let _ = stopped.await;
-            })
-            .into_future(),
-    );
+    let server = tokio::spawn(firsttoken_server::serve(tcp, common::state(&t.db), async {
+        let _ = stopped.await;
+    }));
 
     // The body arrives in two halves, 400 ms apart; shutdown begins in between.
     let body = serde_json::to_vec(&common::example_run()).expect("json");

@@ -282,3 +282,55 @@ async fn a_bad_summary_query_names_the_parameter() {
         );
     }
 }
+
+/// The smallest group with percentiles is the server's to set: a query can raise it but
+/// not lower it, and a group below it shows counts only (no percentiles, no median of
+/// run medians). Answers are reused for a few seconds under the normalised query.
+#[tokio::test]
+async fn the_servers_floor_holds_and_answers_are_kept_briefly() {
+    let t = common::sqlite().await;
+    let config = firsttoken_server::Config {
+        min_samples: 50,
+        ..common::config()
+    };
+    let address = common::serve(common::state_with(&t.db, config)).await;
+    let client = reqwest::Client::new();
+    let upload = |run: Run| {
+        let client = client.clone();
+        async move {
+            let status = client
+                .post(format!("http://{address}/api/v1/runs"))
+                .json(&run)
+                .send()
+                .await
+                .expect("upload")
+                .status();
+            assert_eq!(status, 201);
+        }
+    };
+    upload(run(1, NetworkLabel::Fiber, "v1", false, &[300.0; 8])).await;
+
+    let s = summary(address, "group_by=network&min_samples=1").await;
+    let group = &s["groups"][0];
+    assert_eq!(group["runs"], 1);
+    assert_eq!(group["ttft_ms"], Value::Null, "{group}");
+    assert_eq!(
+        group["median_of_run_medians_ttft_ms"],
+        Value::Null,
+        "{group}"
+    );
+    assert!(
+        group["note"]
+            .as_str()
+            .is_some_and(|n| n.contains("at least 50")),
+        "{group}"
+    );
+
+    // A second run arrives; the same question, its parameters in another order, gets
+    // the answer computed a moment ago.
+    upload(run(2, NetworkLabel::Fiber, "v1", false, &[310.0; 8])).await;
+    let s = summary(address, "min_samples=3&group_by=network").await;
+    assert_eq!(s["groups"][0]["runs"], 1, "kept: {s}");
+    let s = summary(address, "group_by=network&include_demo=false").await;
+    assert_eq!(s["groups"][0]["runs"], 2, "another question is computed");
+}

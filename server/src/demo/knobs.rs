@@ -156,6 +156,17 @@ impl Knobs {
         Ok(self)
     }
 
+    /// The longest this request can take by its knobs: every step before the model, the
+    /// first token, every later event, and the jitter on each.
+    pub fn planned(&self) -> std::time::Duration {
+        let events = u64::from(self.tokens.div_ceil(self.tokens_per_event));
+        let steps = self.auth_ms + self.rate_limit_ms + self.retrieval_ms + self.pre_model_ms;
+        let jitter = self.jitter_ms * (4 + events);
+        std::time::Duration::from_millis(
+            steps + self.first_token_ms + events.saturating_sub(1) * self.itl_ms + jitter,
+        )
+    }
+
     /// How many tokens go out before a mid-stream fault.
     pub fn tokens_before_fault(&self) -> u32 {
         self.fault_after.unwrap_or(self.tokens / 2)

@@ -26,10 +26,10 @@ use axum::Extension;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Query};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{any, post};
 use firsttoken_core::schema::DEMO_HEADER;
 use firsttoken_core::stats::SplitMix64;
 use serde_json::{Map, Value, json};
@@ -38,15 +38,27 @@ use tokio::time::{Instant, sleep, sleep_until};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::AppState;
+use crate::config::Demo;
 use crate::error::AppError;
+use crate::serve::close_connection;
 pub use knobs::{Fault, Knobs};
 use workers::Worker;
 
 /// The header that tells the client which port it connected from.
 pub const CLIENT_PORT_HEADER: &str = "x-firsttoken-client-port";
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/v1/chat/completions", post(chat_completions))
+/// The demo's route: the target itself, or, with `--demo off`, an answer that says so.
+pub fn router(demo: Demo) -> Router<AppState> {
+    match demo {
+        Demo::On => Router::new().route("/v1/chat/completions", post(chat_completions)),
+        Demo::Off => Router::new().route("/v1/chat/completions", any(demo_off)),
+    }
+}
+
+async fn demo_off() -> AppError {
+    AppError::NotFound(
+        "the demo target is off on this server (started with --demo off); measure your own endpoint".into(),
+    )
 }
 
 /// The words the demo answers with, cycled.
@@ -79,17 +91,48 @@ const WORDS: [&str; 24] = [
 
 static REQUESTS: AtomicU64 = AtomicU64::new(1);
 
+/// The largest chat request the demo reads: prompts are not what it measures.
+const DEMO_BODY_LIMIT: usize = 256 * 1024;
+
 type Chunk = Result<Bytes, std::io::Error>;
 
 async fn chat_completions(
+    State(state): State<AppState>,
     uri: Uri,
     query: Result<Query<Knobs>, QueryRejection>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
-    body: Bytes,
+    request_headers: axum::http::HeaderMap,
+    body: Body,
 ) -> Result<Response, AppError> {
     let arrived = Instant::now();
     let Query(knobs) = query.map_err(|e| AppError::BadRequest(e.body_text()))?;
     let knobs = knobs.check()?;
+    let limit = Duration::from_secs(state.config.demo_max_request_secs);
+    let planned = knobs.planned();
+    if planned > limit {
+        return Err(AppError::BadRequest(format!(
+            "these knobs ask for a request of up to {} s; this server's demo allows {} s (--demo-max-request-secs)",
+            planned.as_secs_f64().ceil(),
+            limit.as_secs()
+        )));
+    }
+    // Held until the answer's last byte: the stream task owns it.
+    let stream_permit = state
+        .demo_streams
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| AppError::Busy {
+            what: "demo streams",
+            retry_after: 1,
+        })?;
+    let deadline = arrived + limit;
+    let body = crate::body::read(
+        body,
+        &request_headers,
+        DEMO_BODY_LIMIT,
+        Duration::from_secs(state.config.body_read_timeout_secs),
+    )
+    .await?;
     if knobs.redirect {
         let rest: Vec<&str> = uri
             .query()
@@ -134,10 +177,8 @@ async fn chat_completions(
                 .into_response());
         }
         Some(Fault::CloseBeforeHeaders) => {
-            // Unwinding out of the handler ends the connection's task: hyper drops the
-            // socket without writing a byte. `resume_unwind` skips the panic hook, so this
-            // deliberate close logs nothing.
-            std::panic::resume_unwind(Box::new("demo fault: close before headers"));
+            // The server drops the connection without writing a byte.
+            return Ok(close_connection());
         }
         _ => {}
     }
@@ -158,7 +199,12 @@ async fn chat_completions(
         .transpose()?;
     let pre_model = jitter.vary(knobs.pre_model_ms);
     let queued = match &worker {
-        Some(worker) => worker.block_for(pre_model).await,
+        Some(worker) => tokio::time::timeout_at(deadline, worker.block_for(pre_model))
+            .await
+            .map_err(|_| AppError::Busy {
+                what: "demo request time (the worker stayed busy)",
+                retry_after: 1,
+            })?,
         None => {
             sleep(pre_model).await;
             Duration::ZERO
@@ -257,15 +303,34 @@ async fn chat_completions(
         ),
     ]);
     let (tx, rx) = mpsc::channel::<Chunk>(16);
-    tokio::spawn(stream_answer(
-        tx,
+    let answering = stream_answer(
+        tx.clone(),
         knobs,
         answer,
         jitter,
         arrived,
         model_called,
         timings,
-    ));
+    );
+    let stopping = state.stopping();
+    tokio::spawn(async move {
+        // The answer ends at its end, at the demo's time limit, or when the server shuts
+        // down, whichever comes first; the last two close the stream with an error, so
+        // the client sees a cut-off stream, not a finished one.
+        let cut = tokio::select! {
+            () = answering => false,
+            () = sleep_until(deadline) => true,
+            () = stopping => true,
+        };
+        if cut {
+            // Best effort: a client that stopped reading has a full channel, and
+            // dropping the sender ends its stream anyway.
+            let _ = tx.try_send(Err(std::io::Error::other(
+                "demo stream ended by the server",
+            )));
+        }
+        drop(stream_permit);
+    });
     let mut response = Body::from_stream(ReceiverStream::new(rx)).into_response();
     response.headers_mut().extend(headers);
     Ok(response)

@@ -4,9 +4,10 @@
 
 use std::net::SocketAddr;
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, State};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
@@ -19,12 +20,9 @@ use crate::AppState;
 use crate::db::{Deleted, Stored};
 use crate::error::AppError;
 
-pub fn router(max_body_bytes: usize) -> Router<AppState> {
+pub fn router() -> Router<AppState> {
     Router::new()
-        .route(
-            "/api/v1/runs",
-            post(store_run).layer(DefaultBodyLimit::max(max_body_bytes)),
-        )
+        .route("/api/v1/runs", post(store_run))
         .route("/api/v1/runs/{run_id}", get(get_run).delete(delete_run))
         .route("/api/v1/ping", get(ping))
         // Without this, an unknown API path would get the app's index.html from the
@@ -68,7 +66,7 @@ async fn store_run(
     State(state): State<AppState>,
     headers: HeaderMap,
     peer: Peer,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, AppError> {
     let result = store(&state, &headers, &peer, body).await;
     if let Err(e) = &result {
@@ -81,15 +79,18 @@ async fn store(
     state: &AppState,
     headers: &HeaderMap,
     peer: &Peer,
-    body: Result<Bytes, BytesRejection>,
+    body: Body,
 ) -> Result<Response, AppError> {
+    // Both checks come before a byte of the body is read.
+    crate::body::check_declared_size(headers, state.config.max_body_bytes)?;
     rate_limit(state, headers, peer)?;
-    let body = body.map_err(|rejection| match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => AppError::TooLarge {
-            limit: state.config.max_body_bytes,
-        },
-        _ => AppError::BadRequest(rejection.body_text()),
-    })?;
+    let body = crate::body::read(
+        body,
+        headers,
+        state.config.max_body_bytes,
+        Duration::from_secs(state.config.body_read_timeout_secs),
+    )
+    .await?;
     let run = parse_run(&body)?;
     run.validate().map_err(|e| AppError::Invalid {
         message: e.to_string(),

@@ -1,13 +1,87 @@
 //! `GET /api/v1/summary`: the crowd's numbers, grouped and filtered by the query string.
+//!
+//! A summary scans samples and is open to anyone who can reach the collector, so it is
+//! the cheapest way to make the server work hard. It is bounded three ways:
+//! - at most [`SUMMARIES_AT_ONCE`] are computed at once (each holds one database
+//!   connection, so uploads and `/healthz` always have the rest of the pool); a request
+//!   that cannot start within [`WAIT_FOR_TURN`] gets `503` with `Retry-After`;
+//! - each has [`TIME_LIMIT`]; past it the scan is dropped (its connection goes back to
+//!   the pool) and the answer says to narrow the query;
+//! - answers are kept for [`CACHE_FOR`] under the normalised query (parameters sorted),
+//!   so the same question asked many times is computed once.
+//!
+//! The smallest group that gets percentiles is the server's `--min-samples`; a query
+//! may raise it, never lower it.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Query, State};
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use tokio::sync::Semaphore;
 
 use super::selection::{self, Purpose};
 use crate::AppState;
 use crate::error::AppError;
-use firsttoken_core::summary::{Accumulator, Summary};
+use firsttoken_core::summary::Accumulator;
+
+/// Summaries computed at once.
+pub const SUMMARIES_AT_ONCE: usize = 2;
+/// How long a summary waits for its turn before the answer is "busy".
+pub const WAIT_FOR_TURN: Duration = Duration::from_secs(2);
+/// The longest one summary may take.
+pub const TIME_LIMIT: Duration = Duration::from_secs(15);
+/// How long an answer is reused for the same query.
+pub const CACHE_FOR: Duration = Duration::from_secs(10);
+/// Answers kept at most.
+const CACHE_ENTRIES: usize = 256;
+
+/// What bounds the summaries of one server.
+#[derive(Debug)]
+pub struct Summaries {
+    turns: Semaphore,
+    cache: Mutex<HashMap<String, (Instant, Bytes)>>,
+}
+
+impl Default for Summaries {
+    fn default() -> Self {
+        Self {
+            turns: Semaphore::new(SUMMARIES_AT_ONCE),
+            cache: Mutex::default(),
+        }
+    }
+}
+
+impl Summaries {
+    fn cached(&self, key: &str, now: Instant) -> Option<Bytes> {
+        let cache = self.cache.lock().ok()?;
+        let (at, body) = cache.get(key)?;
+        (now.duration_since(*at) < CACHE_FOR).then(|| body.clone())
+    }
+
+    fn keep(&self, key: String, body: Bytes, now: Instant) {
+        let Ok(mut cache) = self.cache.lock() else {
+            return;
+        };
+        if cache.len() >= CACHE_ENTRIES {
+            cache.retain(|_, (at, _)| now.duration_since(*at) < CACHE_FOR);
+        }
+        if cache.len() >= CACHE_ENTRIES
+            && let Some(oldest) = cache
+                .iter()
+                .min_by_key(|(_, (at, _))| *at)
+                .map(|(k, _)| k.clone())
+        {
+            cache.remove(&oldest);
+        }
+        cache.insert(key, (now, body));
+    }
+}
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/v1/summary", get(summary))
@@ -15,22 +89,60 @@ pub fn router() -> Router<AppState> {
 
 async fn summary(
     State(state): State<AppState>,
-    Query(params): Query<Vec<(String, String)>>,
-) -> Result<Json<Summary>, AppError> {
+    Query(mut params): Query<Vec<(String, String)>>,
+) -> Result<Response, AppError> {
     let selection = selection::parse(&params, Purpose::Summary)?;
-    let min_samples = selection.min_samples.unwrap_or(state.config.min_samples);
-    let mut accumulator = Accumulator::default();
-    state
-        .db
-        .summary_rows(&selection.filter, &selection.group_by, |row| {
-            accumulator.add(row)
-        })
-        .await?;
-    // Bootstrap intervals cost real CPU on large groups: keep them off the threads that
-    // serve requests.
-    let group_by = selection.group_by;
-    let summary = tokio::task::spawn_blocking(move || accumulator.finish(&group_by, min_samples))
+    let floor = state.config.min_samples;
+    let min_samples = selection
+        .min_samples
+        .map_or(floor, |asked| asked.max(floor));
+    params.retain(|(name, _)| name != "min_samples");
+    params.sort();
+    let key = format!("{params:?} min_samples={min_samples}");
+    if let Some(body) = state.summaries.cached(&key, Instant::now()) {
+        return Ok(json(body));
+    }
+
+    let _turn = tokio::time::timeout(WAIT_FOR_TURN, state.summaries.turns.acquire())
         .await
+        .map_err(|_| AppError::Busy {
+            what: "summaries computed at once",
+            retry_after: 2,
+        })?
         .map_err(anyhow::Error::from)?;
-    Ok(Json(summary))
+    // Another request may have computed it while this one waited.
+    if let Some(body) = state.summaries.cached(&key, Instant::now()) {
+        return Ok(json(body));
+    }
+    let computed = tokio::time::timeout(TIME_LIMIT, async {
+        let mut accumulator = Accumulator::default();
+        state
+            .db
+            .summary_rows(&selection.filter, &selection.group_by, |row| {
+                accumulator.add(row)
+            })
+            .await?;
+        // Bootstrap intervals cost real CPU on large groups: keep them off the threads
+        // that serve requests.
+        let group_by = selection.group_by;
+        let summary =
+            tokio::task::spawn_blocking(move || accumulator.finish(&group_by, min_samples))
+                .await
+                .map_err(anyhow::Error::from)?;
+        Ok::<_, AppError>(Bytes::from(
+            serde_json::to_vec(&summary).map_err(anyhow::Error::from)?,
+        ))
+    })
+    .await
+    .map_err(|_| AppError::TooSlow {
+        what: "this summary",
+        secs: TIME_LIMIT.as_secs(),
+        hint: "narrow it with from, to, a target or a network",
+    })??;
+    state.summaries.keep(key, computed.clone(), Instant::now());
+    Ok(json(computed))
+}
+
+fn json(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }

@@ -1,0 +1,417 @@
+//! The collector on the open internet: every connection, body and request is bounded in
+//! time and number, the demo cannot be made to stream for hours, labels and maps cannot
+//! grow with what a client makes up, and admin tokens cannot be guessed at leisure. Each
+//! test talks to a real server on a real port, most of them over raw sockets, since a
+//! polite HTTP client cannot misbehave the way these tests need.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use firsttoken_server::Config;
+use firsttoken_server::config::Demo;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+async fn server(config: Config) -> (SocketAddr, common::TestDb) {
+    let t = common::sqlite().await;
+    let address = common::serve(common::state_with(&t.db, config)).await;
+    (address, t)
+}
+
+/// Reads until the server closes the connection or `within` passes; what it sent and
+/// whether it closed.
+async fn read_until_closed(socket: &mut TcpStream, within: Duration) -> (String, bool) {
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, socket.read(&mut buffer)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return (String::from_utf8_lossy(&received).into(), true),
+            Ok(Ok(n)) => received.extend_from_slice(&buffer[..n]),
+            Err(_) => return (String::from_utf8_lossy(&received).into(), false),
+        }
+    }
+}
+
+#[tokio::test]
+async fn silent_and_idle_connections_are_closed_after_the_header_timeout() {
+    let (address, _db) = server(Config {
+        header_read_timeout_secs: 1,
+        ..common::config()
+    })
+    .await;
+    // Sockets that never send a byte, one that stops halfway through its headers, and
+    // one that sent a whole request and then keeps the connection idle.
+    let mut silent = Vec::new();
+    for _ in 0..50 {
+        silent.push(TcpStream::connect(address).await.expect("connect"));
+    }
+    let mut halfway = TcpStream::connect(address).await.expect("connect");
+    halfway
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    let mut idle = TcpStream::connect(address).await.expect("connect");
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+
+    let started = Instant::now();
+    let (answer, closed) = read_until_closed(&mut idle, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(closed, "an idle kept-alive connection is closed");
+    for socket in silent.iter_mut().chain([&mut halfway]) {
+        let (_, closed) = read_until_closed(socket, Duration::from_secs(5)).await;
+        assert!(closed, "a silent connection is closed");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "closed after about 1 s, not {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_told_to_come_back() {
+    let (address, _db) = server(Config {
+        max_connections: 4,
+        ..common::config()
+    })
+    .await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(TcpStream::connect(address).await.expect("connect"));
+    }
+    // The server accepts in order; give it a moment to take all four.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut extra = TcpStream::connect(address).await.expect("connect");
+    let (answer, closed) = read_until_closed(&mut extra, Duration::from_secs(3)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.contains("retry-after: 1"), "{answer}");
+    assert!(closed);
+
+    // Once they go, the server answers again.
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let response = reqwest::get(format!("http://{address}/healthz"))
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 200);
+    let metrics = reqwest::get(format!("http://{address}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("firsttoken_connections_refused_total 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_that_trickles_gets_408_and_a_declared_giant_gets_413_unread() {
+    let (address, t) = server(Config {
+        body_read_timeout_secs: 1,
+        ..common::config()
+    })
+    .await;
+    let mut slow = TcpStream::connect(address).await.expect("connect");
+    slow.write_all(
+        b"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"run",
+    )
+    .await
+    .expect("write");
+    let started = Instant::now();
+    let (answer, _) = read_until_closed(&mut slow, Duration::from_secs(5)).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_timeout"), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(4));
+
+    // 100 MB announced: refused from the headers, before a byte of the body is sent.
+    let mut giant = TcpStream::connect(address).await.expect("connect");
+    giant
+        .write_all(
+            b"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut giant, Duration::from_secs(3)).await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert_eq!(
+        t.db.count(firsttoken_server::db::Table::Runs)
+            .await
+            .expect("count"),
+        0
+    );
+}
+
+#[tokio::test]
+async fn requests_past_the_in_flight_cap_are_shed_but_health_is_answered() {
+    let (address, _db) = server(Config {
+        max_in_flight: 1,
+        ..common::config()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    // A non-streaming demo answer holds its request in flight for its whole second.
+    let slow = tokio::spawn(
+        client
+            .post(format!(
+                "http://{address}/v1/chat/completions?first_token_ms=1000&tokens=1"
+            ))
+            .json(&json!({"stream": false, "messages": []}))
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let shed = client
+        .get(format!("http://{address}/api/v1/ping"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(shed.status(), 503);
+    assert_eq!(shed.headers()["retry-after"], "1");
+    let body: Value = shed.json().await.expect("json");
+    assert_eq!(body["error"]["code"], "busy");
+    let health = client
+        .get(format!("http://{address}/healthz"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(health.status(), 200, "health is never shed");
+    assert_eq!(slow.await.expect("joined").expect("answered").status(), 200);
+    let after = client
+        .get(format!("http://{address}/api/v1/ping"))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(after.status(), 200);
+}
+
+#[tokio::test]
+async fn shutdown_ends_open_streams_within_its_deadline() {
+    let t = common::sqlite().await;
+    let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = tcp.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let config = Config {
+        shutdown_deadline_secs: 5,
+        ..common::config()
+    };
+    let server = tokio::spawn(firsttoken_server::serve(
+        tcp,
+        common::state_with(&t.db, config),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // A stream that would run for a minute, and a connection that sits idle.
+    let stream = reqwest::Client::new()
+        .post(format!(
+            "http://{address}/v1/chat/completions?first_token_ms=10&itl_ms=1000&tokens=60"
+        ))
+        .json(&json!({"stream": true, "messages": []}))
+        .send()
+        .await
+        .expect("headers");
+    let _idle = TcpStream::connect(address).await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    stop.send(()).expect("running");
+    assert!(
+        stream.bytes().await.is_err(),
+        "the stream is cut off, not finished"
+    );
+    tokio::time::timeout(Duration::from_secs(4), server)
+        .await
+        .expect("the server ends well before the stream would have")
+        .expect("joined")
+        .expect("served");
+    assert!(started.elapsed() < Duration::from_secs(4));
+}
+
+#[tokio::test]
+async fn the_demo_is_bounded_and_can_be_turned_off() {
+    let (address, _db) = server(Config {
+        demo_max_request_secs: 5,
+        demo_max_streams: 1,
+        ..common::config()
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let url = |query: &str| format!("http://{address}/v1/chat/completions?{query}");
+    let chat = json!({"stream": true, "messages": []});
+
+    // Knobs that ask for an hour are refused, naming the limit.
+    let response = client
+        .post(url("first_token_ms=100000&itl_ms=10000&tokens=400"))
+        .json(&chat)
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--demo-max-request-secs")),
+        "{body}"
+    );
+
+    // One stream at a time here: the second is told to come back.
+    let open = client
+        .post(url("first_token_ms=10&itl_ms=100&tokens=20"))
+        .json(&chat)
+        .send()
+        .await
+        .expect("headers");
+    let second = client
+        .post(url("first_token_ms=10&tokens=2"))
+        .json(&chat)
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(second.status(), 503);
+    assert_eq!(second.headers()["retry-after"], "1");
+    open.bytes().await.expect("the first stream finishes");
+
+    // A stall ends at the time limit, cut off.
+    let started = Instant::now();
+    let stalled = client
+        .post(url("first_token_ms=10&tokens=4&fault=stall"))
+        .json(&chat)
+        .send()
+        .await
+        .expect("headers");
+    assert!(stalled.bytes().await.is_err(), "cut off at the limit");
+    let took = started.elapsed();
+    assert!(
+        (Duration::from_secs(5)..Duration::from_secs(8)).contains(&took),
+        "{took:?}"
+    );
+
+    // Off: the route says so.
+    let (off, _db) = server(Config {
+        demo: Demo::Off,
+        ..common::config()
+    })
+    .await;
+    let response = client
+        .post(format!("http://{off}/v1/chat/completions"))
+        .json(&chat)
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.expect("json");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("--demo off")),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn made_up_methods_share_one_metrics_label() {
+    let (address, _db) = server(common::config()).await;
+    let client = reqwest::Client::new();
+    for n in 0..20 {
+        let method = reqwest::Method::from_bytes(format!("MADEUP{n}").as_bytes()).expect("token");
+        let _ = client
+            .request(method, format!("http://{address}/api/v1/ping"))
+            .send()
+            .await
+            .expect("response");
+    }
+    let metrics = reqwest::get(format!("http://{address}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(!metrics.contains("MADEUP"), "{metrics}");
+    assert!(metrics.contains("method=\"other\""), "{metrics}");
+}
+
+#[tokio::test]
+async fn the_forwarded_address_is_the_one_the_trusted_proxy_added() {
+    let t = common::sqlite().await;
+    let peer: SocketAddr = "10.0.0.2:40000".parse().expect("address");
+    let headers = |value: &str| {
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert("x-forwarded-for", value.parse().expect("header"));
+        headers
+    };
+    let state = |hops| {
+        common::state_with(
+            &t.db,
+            Config {
+                trust_forwarded_for: true,
+                proxy_hops: hops,
+                ..common::config()
+            },
+        )
+    };
+    // The client wrote "1.2.3.4"; the proxy appended the address it saw.
+    let sent = headers("1.2.3.4, 198.51.100.7");
+    assert_eq!(
+        state(1).client_address(&sent, Some(peer)),
+        Some("198.51.100.7".parse().expect("ip"))
+    );
+    // Two proxies: the outer one's entry is second from the right.
+    let two = headers("1.2.3.4, 198.51.100.7, 10.0.0.9");
+    assert_eq!(
+        state(2).client_address(&two, Some(peer)),
+        Some("198.51.100.7".parse().expect("ip"))
+    );
+    // Fewer entries than proxies: the request did not come through them.
+    assert_eq!(
+        state(2).client_address(&headers("198.51.100.7"), Some(peer)),
+        Some(peer.ip())
+    );
+    // Not trusted: the peer, whatever the header says.
+    assert_eq!(
+        common::state(&t.db).client_address(&sent, Some(peer)),
+        Some(peer.ip())
+    );
+}
+
+#[tokio::test]
+async fn admin_tokens_are_long_and_guesses_run_out() {
+    let short = Config {
+        admin_token: Some(firsttoken_server::config::Secret("short-token".into())),
+        ..common::config()
+    };
+    let refused = short.check().expect_err("too short");
+    assert!(refused.contains("at least 32"), "{refused}");
+
+    let (address, _db) = server(common::config()).await;
+    let client = reqwest::Client::new();
+    let export = |token: &str| {
+        client
+            .get(format!("http://{address}/api/v1/export"))
+            .bearer_auth(token)
+            .send()
+    };
+    assert_eq!(
+        export(common::ADMIN_TOKEN).await.expect("ok").status(),
+        200,
+        "the right token works and costs no allowance"
+    );
+    for _ in 0..firsttoken_server::ADMIN_FAILURES_PER_HOUR as usize {
+        assert_eq!(export("a-wrong-guess").await.expect("answer").status(), 403);
+    }
+    let locked = export(common::ADMIN_TOKEN).await.expect("answer");
+    assert_eq!(
+        locked.status(),
+        429,
+        "once the guesses are used up, even the right token waits"
+    );
+    assert!(locked.headers().contains_key("retry-after"));
+}
