@@ -174,7 +174,6 @@ impl Session {
             engine: this.engine,
         };
         let recorded_plan = plan.clone();
-        let record_id = run_id.clone();
         let on_message = move |message: FromEngine| match message {
             FromEngine::Ready => {}
             FromEngine::Progress(progress) => this.progress.set(Some(progress)),
@@ -182,7 +181,7 @@ impl Session {
             FromEngine::Finished(finished) => {
                 batch.flush();
                 let mut run = RecordParts {
-                    run_id: record_id.clone(),
+                    run_id: run_id.clone(),
                     started_at_ms,
                     app_version: env!("CARGO_PKG_VERSION"),
                     plan: &recorded_plan,
@@ -220,9 +219,15 @@ impl Session {
                 leptos::task::spawn_local(async move { this.engine.set_value(None) });
             }
         };
+        // The tag the target sees is random bytes of its own, never the run id.
+        let tag: String = scope
+            .random_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         this.engine.set_value(Some(Engine::start(
             plan,
-            run_id,
+            tag,
             page_hidden(),
             placement(),
             on_message,

@@ -3,6 +3,17 @@
 //! its run id (the collector stores a run id once), retried with backoff while the page is
 //! open, resumed on the next visit, and offered once more when the page goes away
 //! (`pagehide`). Sent is only what the collector confirmed.
+//!
+//! Each run gets a delete token made here, before the first attempt; only its SHA-256 goes
+//! to the collector, with every attempt. Whichever attempt is stored (a `keepalive` send as
+//! the page went away, a retry after an answer that was lost, another tab), the token kept
+//! here deletes it.
+//!
+//! A run is given up only when the collector says the record itself is wrong
+//! ([`collector::is_final_refusal`]); anything else (no answer, a proxy's 404 during a
+//! deploy, a budget) is retried with backoff, never sooner than `Retry-After` asks. Where
+//! IndexedDB is unavailable (site data blocked, some private modes) the run is still sent,
+//! from memory, and the page says it could not be kept.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -16,7 +27,7 @@ use wasm_bindgen_futures::JsFuture;
 use web_sys::{IdbDatabase, IdbRequest, IdbTransactionMode, IdbVersionChangeEvent};
 
 use crate::browser::js_error_text;
-use crate::collector::{self, Failure};
+use crate::collector::{self, DeleteOutcome, Failure};
 use crate::engine::Scope;
 
 const DATABASE: &str = "firsttoken";
@@ -24,8 +35,9 @@ const STORE: &str = "uploads";
 /// Backoff between attempts: doubling from 1 s, at most a minute.
 const FIRST_RETRY_MS: u32 = 1_000;
 const LAST_RETRY_MS: u32 = 60_000;
-/// `keepalive` requests (the page is going away) may carry at most 64 KiB.
-const KEEPALIVE_MAX_BYTES: usize = 60_000;
+/// `keepalive` requests (the page is going away) may carry at most 64 KiB, headers and all
+/// in flight together.
+pub const KEEPALIVE_MAX_BYTES: usize = 60_000;
 
 /// One run to upload, as kept in IndexedDB.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -42,19 +54,75 @@ pub struct Entry {
     pub last_error: Option<String>,
     /// When it was saved (Unix ms), to order the list.
     pub saved_at_ms: f64,
+    /// The secret that deletes the run from the collector, made here; the collector has
+    /// only its digest. (Absent in entries kept before the browser made tokens.)
+    #[serde(default)]
+    pub delete_token: Option<String>,
+}
+
+impl Entry {
+    /// A pending entry for `record`, with a new delete token.
+    pub fn new(run_id: String, title: String, collector: String, record: String) -> Self {
+        let token: String = Scope::current()
+            .random_bytes()
+            .iter()
+            .chain(Scope::current().random_bytes().iter())
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Self {
+            run_id,
+            title,
+            collector,
+            record,
+            state: State::Pending,
+            attempts: 0,
+            last_error: None,
+            saved_at_ms: js_sys::Date::now(),
+            delete_token: Some(token),
+        }
+    }
+
+    /// The digest the collector keeps of this run's delete token.
+    fn token_digest(&self) -> Option<String> {
+        self.delete_token.as_deref().map(token_digest)
+    }
+
+    /// The token that deletes the stored run: one the collector made and sent, or ours.
+    pub fn deleting_token(&self) -> Option<&str> {
+        match &self.state {
+            State::Sent {
+                delete_token: Some(token),
+                ..
+            } => Some(token),
+            _ => self.delete_token.as_deref(),
+        }
+    }
+}
+
+/// SHA-256 of a delete token, as 64 lowercase hex digits.
+pub fn token_digest(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum State {
     /// Saved here, not yet confirmed by the collector.
     Pending,
-    /// The collector confirmed it. The delete token comes only with the first answer.
+    /// The collector confirmed it. `delete_token` is one the collector made itself (a
+    /// collector that ignores the token digest), given only with the first answer.
     Sent {
         url: String,
+        #[serde(default)]
         delete_token: Option<String>,
     },
     /// The collector refused it for good (the record breaks a rule); it is not retried.
     Refused { reason: String },
+    /// Deleted from the collector at the user's request (or found already gone there).
+    Deleted,
 }
 
 /// The IndexedDB object store of uploads, keyed by run id.
@@ -212,15 +280,53 @@ impl Uploads {
     }
 
     /// Keeps `entry` (pending) and sends it. Saved first: a run is never only in flight.
+    /// Without IndexedDB it is sent from memory all the same, and the error says that it
+    /// could not be kept (it is lost if the page closes before the collector confirms).
     pub async fn add(&self, entry: Entry) -> Result<(), String> {
-        let store = self.wait_for_store().await?;
-        store.put(&entry).await?;
+        let kept = match self.wait_for_store().await {
+            Ok(store) => store.put(&entry).await,
+            Err(why) => Err(why),
+        };
         self.entries.update(|all| {
             all.retain(|e| e.run_id != entry.run_id);
             all.insert(0, entry);
         });
         self.inner.retry_ms.set(FIRST_RETRY_MS);
         self.send_pending();
+        kept
+    }
+
+    /// Writes `entry` where it is kept, and into the list the page shows.
+    async fn keep(&self, entry: &Entry) {
+        let store = self.inner.store.borrow().clone();
+        if let Some(store) = store {
+            let _ = store.put(entry).await;
+        }
+        self.entries.update(|all| {
+            if let Some(e) = all.iter_mut().find(|e| e.run_id == entry.run_id) {
+                *e = entry.clone();
+            }
+        });
+    }
+
+    /// Deletes a sent run from the collector with its delete token.
+    pub async fn delete(&self, run_id: &str) -> Result<(), String> {
+        let entry = self
+            .entries
+            .with_untracked(|all| all.iter().find(|e| e.run_id == run_id).cloned())
+            .ok_or("this run is not kept on this device")?;
+        let State::Sent { url, .. } = &entry.state else {
+            return Err("only a run the collector stored can be deleted from it".into());
+        };
+        let token = entry
+            .deleting_token()
+            .ok_or("this device has no delete token for this run")?;
+        match collector::delete_run(&Scope::current(), url, token).await? {
+            DeleteOutcome::Deleted | DeleteOutcome::AlreadyGone => {}
+        }
+        let mut entry = entry.clone();
+        entry.state = State::Deleted;
+        self.keep(&entry).await;
         Ok(())
     }
 
@@ -252,10 +358,17 @@ impl Uploads {
                 .filter(|e| e.state == State::Pending)
                 .collect();
             let mut still_pending = false;
+            let mut asked_wait_ms = 0;
             for mut entry in pending {
                 entry.attempts += 1;
-                match collector::upload_record(&Scope::current(), &entry.collector, &entry.record)
-                    .await
+                let digest = entry.token_digest();
+                match collector::upload_record(
+                    &Scope::current(),
+                    &entry.collector,
+                    &entry.record,
+                    digest.as_deref(),
+                )
+                .await
                 {
                     Ok(stored) => {
                         entry.state = State::Sent {
@@ -265,25 +378,20 @@ impl Uploads {
                         entry.last_error = None;
                     }
                     Err(Failure::Refused(reason)) => entry.state = State::Refused { reason },
-                    Err(Failure::Retry(why)) => {
+                    Err(Failure::Retry { why, after_ms }) => {
                         entry.last_error = Some(why);
                         still_pending = true;
+                        asked_wait_ms = asked_wait_ms.max(after_ms.unwrap_or(0));
                     }
                 }
-                let store = this.inner.store.borrow().clone();
-                if let Some(store) = store {
-                    let _ = store.put(&entry).await;
-                }
-                this.entries.update(|all| {
-                    if let Some(e) = all.iter_mut().find(|e| e.run_id == entry.run_id) {
-                        *e = entry.clone();
-                    }
-                });
+                this.keep(&entry).await;
             }
             this.inner.sending.set(false);
             if still_pending {
-                let wait = this.inner.retry_ms.get();
-                this.inner.retry_ms.set((wait * 2).min(LAST_RETRY_MS));
+                let backoff = this.inner.retry_ms.get();
+                this.inner.retry_ms.set((backoff * 2).min(LAST_RETRY_MS));
+                // Never sooner than the collector asked (a budget, a deploy).
+                let wait = backoff.max(asked_wait_ms);
                 let again = this.clone();
                 *this.inner.retry.borrow_mut() =
                     Some(Scope::current().timeout(wait, move || again.send_pending()));
@@ -304,8 +412,11 @@ impl Uploads {
                 .iter()
                 .filter(|e| e.state == State::Pending)
             {
+                // Past the limit the browser refuses the request outright; the run stays
+                // pending for the next visit instead.
                 if entry.record.len() <= KEEPALIVE_MAX_BYTES {
-                    collector::send_keepalive(&entry.collector, &entry.record);
+                    let digest = entry.token_digest();
+                    collector::send_keepalive(&entry.collector, &entry.record, digest.as_deref());
                 }
             }
         });

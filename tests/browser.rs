@@ -54,6 +54,7 @@ fn spec(url: String) -> RequestSpec {
         timings_pointer: Some("/server_timings".into()),
         timeout_ms: 10_000,
         stall_ms: None,
+        send_cookies: false,
     }
 }
 
@@ -77,14 +78,15 @@ fn target(label: &str, url: String) -> TargetPlan {
     target
 }
 
-/// The run id every plan here runs under: it numbers the fresh host names.
-const RUN_ID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+/// The run tag every plan here runs under: it numbers the fresh host names (random in a
+/// real run, and never the run id).
+const TAG: &str = "0f8fad5bd9cb469fa16570867728950e";
 
 /// Runs a plan on this page and returns its samples and how it finished.
 async fn run(plan: &Plan) -> (Vec<Sample>, firsttoken::engine::Finished) {
     plan.validate().expect("a valid plan");
     let mut finished = None;
-    let samples = run_plan(&Scope::current(), plan, RUN_ID, &Controls::default(), |m| {
+    let samples = run_plan(&Scope::current(), plan, TAG, &Controls::default(), |m| {
         if let FromEngine::Finished(f) = m {
             finished = Some(f);
         }
@@ -204,7 +206,15 @@ async fn each_fault_gets_its_class_and_keeps_what_was_measured() {
     for (query, status, class) in cases {
         let s = sample_of(query).await;
         assert_eq!((s.status, s.error), (status, Some(class)), "{query}: {s:?}");
-        assert!(s.error_message.is_some(), "{query}");
+        let message = s.error_message.as_deref().unwrap_or_default();
+        assert!(!message.is_empty(), "{query}");
+        // The demo's own words ("(demo fault)") never reach the record.
+        assert!(!message.contains("demo fault"), "{query}: {message}");
+        if class == ErrorClass::Protocol {
+            // A body that is not an event stream is counted, not parsed.
+            assert_eq!((s.ttft_ms, s.output_chunks), (None, 0), "{query}: {s:?}");
+            assert!(s.ttfb_ms.is_some(), "{query}");
+        }
         if query.contains("fault_after=3") {
             assert!(
                 s.ttft_ms.is_some(),
@@ -310,17 +320,9 @@ async fn cancelling_aborts_what_is_in_flight_and_starts_nothing_more() {
         scope.sleep(300).await;
         cancel.cancel();
     };
-    let (samples, ()) = futures_util::future::join(
-        run_plan(
-            &scope,
-            &plan,
-            "0f8fad5b-d9cb-469f-a165-70867728950e",
-            &controls,
-            |_| {},
-        ),
-        canceller,
-    )
-    .await;
+    let (samples, ()) =
+        futures_util::future::join(run_plan(&scope, &plan, TAG, &controls, |_| {}), canceller)
+            .await;
     assert_eq!(samples.len(), 1, "nothing starts after a cancel");
     assert_eq!(
         samples[0].error,
@@ -633,7 +635,7 @@ async fn a_redirected_request_keeps_its_resource_timing() {
 /// connection and must be labelled reused, while the next one is new.
 #[wasm_bindgen_test]
 async fn a_fresh_request_on_a_connection_already_used_is_labelled_reused() {
-    let first = fresh_base(RUN_ID) + 1;
+    let first = fresh_base(TAG) + 1;
     let query = "first_token_ms=5&itl_ms=1&tokens=2";
     let mut main = target(
         "app",
@@ -664,7 +666,7 @@ async fn a_fresh_request_on_a_connection_already_used_is_labelled_reused() {
 }
 
 #[wasm_bindgen_test]
-async fn a_measured_run_uploads_once() {
+async fn a_measured_run_uploads_once_and_its_own_token_deletes_it() {
     let scope = Scope::current();
     let plan = Plan::steady(
         target("demo", demo("first_token_ms=20&itl_ms=1&tokens=3")),
@@ -674,28 +676,28 @@ async fn a_measured_run_uploads_once() {
     let run = record(&plan, samples, &finished);
     let runs_url = format!("{}{}", server(), collector::RUNS_PATH);
     let record = serde_json::to_string(&run).expect("json");
-    let stored = collector::upload_record(&scope, &runs_url, &record)
+    // The token is made here; the collector is told only its digest.
+    let token = "a1".repeat(32);
+    let digest = firsttoken::uploads::token_digest(&token);
+    let stored = collector::upload_record(&scope, &runs_url, &record, Some(&digest))
         .await
         .expect("stored");
     assert_eq!(stored.run_id, run.run_id);
-    assert_eq!(stored.delete_token.as_deref().map(str::len), Some(64));
-    assert_eq!(
-        stored.absolute_url(&runs_url),
-        format!("{}/api/v1/runs/{}", server(), run.run_id)
-    );
-    let again = collector::upload_record(&scope, &runs_url, &record)
+    assert_eq!(stored.delete_token, None, "the browser has it already");
+    let run_url = stored.absolute_url(&runs_url);
+    assert_eq!(run_url, format!("{}/api/v1/runs/{}", server(), run.run_id));
+    let again = collector::upload_record(&scope, &runs_url, &record, Some(&digest))
         .await
         .expect("acknowledged again");
-    assert_eq!(
-        (again.run_id.as_str(), again.delete_token),
-        (run.run_id.as_str(), None)
-    );
+    assert_eq!(again.run_id, run.run_id);
+
     let mut broken = run.clone();
     broken.samples[0].ttft_ms = Some(-1.0);
     let refused = collector::upload_record(
         &scope,
         &runs_url,
         &serde_json::to_string(&broken).expect("json"),
+        None,
     )
     .await
     .expect_err("refused");
@@ -704,9 +706,50 @@ async fn a_measured_run_uploads_once() {
         matches!(&refused, collector::Failure::Refused(m) if m.contains("samples[0].ttft_ms")),
         "{refused}"
     );
-    // A collector that is not there is worth trying again.
-    let gone = collector::upload_record(&scope, "http://127.0.0.1:9/api/v1/runs", &record)
+    // A collector that is not there, a 404 (a proxy's, during a deploy) and a 429 are
+    // all worth trying again, the 429 no sooner than it asked.
+    let gone = collector::upload_record(&scope, "http://127.0.0.1:9/api/v1/runs", &record, None)
         .await
         .expect_err("nobody there");
-    assert!(matches!(gone, collector::Failure::Retry(_)), "{gone}");
+    assert!(matches!(gone, collector::Failure::Retry { .. }), "{gone}");
+    let not_found = collector::upload_record(
+        &scope,
+        &format!("{}/api/v1/not-here", server()),
+        &record,
+        None,
+    )
+    .await
+    .expect_err("404");
+    assert!(
+        matches!(&not_found, collector::Failure::Retry { why, .. } if why.contains("404")),
+        "{not_found}"
+    );
+    let busy = collector::upload_record(&scope, &demo("fault=http_429"), &record, None)
+        .await
+        .expect_err("429");
+    assert!(
+        matches!(
+            busy,
+            collector::Failure::Retry {
+                after_ms: Some(1000),
+                ..
+            }
+        ),
+        "{busy}"
+    );
+
+    // A DELETE from this page is cross-origin with Authorization: the preflight must let
+    // it through.
+    assert_eq!(
+        collector::delete_run(&scope, &run_url, &"b2".repeat(32)).await,
+        Err("the collector answered 403: that is not this run's delete token".to_owned())
+    );
+    assert_eq!(
+        collector::delete_run(&scope, &run_url, &token).await,
+        Ok(collector::DeleteOutcome::Deleted)
+    );
+    assert_eq!(
+        collector::delete_run(&scope, &run_url, &token).await,
+        Ok(collector::DeleteOutcome::AlreadyGone)
+    );
 }

@@ -206,8 +206,12 @@ pub struct Decoded {
     pub tool_call: bool,
     /// Token counts, when the event reported them.
     pub usage: Option<Usage>,
-    /// An error reported inside the stream (an HTTP 200 stream can still fail).
+    /// An error reported inside the stream (an HTTP 200 stream can still fail): its
+    /// message, for the page that measured it. Never uploaded: it is the target's text.
     pub error: Option<String>,
+    /// The same error's `type` and `code`, where they are short identifiers
+    /// (`overloaded_error`, `502`): what a record may carry of it.
+    pub error_code: Option<String>,
     /// The stream's own end marker.
     pub done: bool,
     /// The server's timing breakdown, when the event carried one.
@@ -239,10 +243,21 @@ pub struct DecodeError {
     pub reason: String,
 }
 
+/// Parses an event's data. The reason given on failure says where, never what: serde's
+/// own messages can quote the data, which is the target's text and is uploaded.
 fn parse<'a, T: Deserialize<'a>>(dialect: &'static str, data: &'a str) -> Result<T, DecodeError> {
-    serde_json::from_str(data).map_err(|e| DecodeError {
-        dialect,
-        reason: format!("its data is not the JSON this dialect sends: {e}"),
+    serde_json::from_str(data).map_err(|e| {
+        let what = match e.classify() {
+            serde_json::error::Category::Syntax => "its data is not JSON",
+            serde_json::error::Category::Eof => "its data ends inside a JSON value",
+            serde_json::error::Category::Data | serde_json::error::Category::Io => {
+                "its data is JSON of another shape than this dialect sends"
+            }
+        };
+        DecodeError {
+            dialect,
+            reason: format!("{what} (line {}, column {})", e.line(), e.column()),
+        }
     })
 }
 
@@ -311,7 +326,8 @@ fn decode_openai_chat(event: &Event) -> Result<Decoded, DecodeError> {
             output_tokens: u.completion_tokens,
             reasoning_tokens: u.completion_tokens_details.and_then(|d| d.reasoning_tokens),
         }),
-        error: chunk.error.map(|e| error_message(&e)),
+        error: chunk.error.as_ref().map(error_message),
+        error_code: chunk.error.as_ref().and_then(error_code),
         ..Decoded::default()
     };
     for delta in chunk.choices.into_iter().filter_map(|c| c.delta) {
@@ -341,6 +357,7 @@ struct ResponsesEvent {
     item: Option<TypedItem>,
     response: Option<ResponsesResponse>,
     message: Option<String>,
+    code: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -395,12 +412,18 @@ fn decode_openai_responses(event: &Event) -> Result<Decoded, DecodeError> {
         }
         "response.failed" => {
             decoded.done = true;
-            decoded.error = Some(e.response.and_then(|r| r.error).map_or_else(
-                || "the response failed".to_owned(),
-                |err| error_message(&err),
-            ));
+            let error = e.response.and_then(|r| r.error);
+            decoded.error_code = error.as_ref().and_then(error_code);
+            decoded.error = Some(
+                error
+                    .as_ref()
+                    .map_or_else(|| "the response failed".to_owned(), error_message),
+            );
         }
-        "error" => decoded.error = Some(e.message.unwrap_or_else(|| "error event".to_owned())),
+        "error" => {
+            decoded.error_code = e.code.as_ref().and_then(identifier);
+            decoded.error = Some(e.message.unwrap_or_else(|| "error event".to_owned()));
+        }
         _ => {}
     }
     Ok(decoded)
@@ -471,7 +494,10 @@ fn decode_anthropic(event: &Event) -> Result<Decoded, DecodeError> {
         },
         AnthropicEvent::MessageDelta { usage } => decoded.usage = usage.map(Usage::from),
         AnthropicEvent::MessageStop => decoded.done = true,
-        AnthropicEvent::Error { error } => decoded.error = Some(error_message(&error)),
+        AnthropicEvent::Error { error } => {
+            decoded.error = Some(error_message(&error));
+            decoded.error_code = error_code(&error);
+        }
         AnthropicEvent::Other => {}
     }
     Ok(decoded)
@@ -491,13 +517,13 @@ fn decode_custom(custom: &CustomDialect, event: &Event) -> Result<Decoded, Decod
         if let Some(pointer) = &custom.error_pointer
             && let Ok(data) = serde_json::from_str::<Value>(&event.data)
         {
-            decoded.error = error_at(&data, pointer);
+            (decoded.error, decoded.error_code) = error_at(&data, pointer);
         }
         return Ok(decoded);
     }
     let data: Value = parse("custom", &event.data)?;
     if let Some(pointer) = &custom.error_pointer {
-        decoded.error = error_at(&data, pointer);
+        (decoded.error, decoded.error_code) = error_at(&data, pointer);
     }
     if is_token {
         decoded.content = match data.pointer(&custom.token_pointer) {
@@ -506,7 +532,11 @@ fn decode_custom(custom: &CustomDialect, event: &Event) -> Result<Decoded, Decod
             Some(other) => {
                 return Err(DecodeError {
                     dialect: "custom",
-                    reason: format!("{} holds {other}, not text", custom.token_pointer),
+                    reason: format!(
+                        "{} holds {}, not text",
+                        custom.token_pointer,
+                        kind_of(other)
+                    ),
                 });
             }
         };
@@ -517,11 +547,53 @@ fn decode_custom(custom: &CustomDialect, event: &Event) -> Result<Decoded, Decod
     Ok(decoded)
 }
 
-/// The error at `pointer` in `data`, if something other than `null` is there.
-fn error_at(data: &Value, pointer: &str) -> Option<String> {
-    data.pointer(pointer)
-        .filter(|v| !v.is_null())
-        .map(error_message)
+/// The error at `pointer` in `data`, if something other than `null` is there: its
+/// message and its identifiers.
+fn error_at(data: &Value, pointer: &str) -> (Option<String>, Option<String>) {
+    match data.pointer(pointer).filter(|v| !v.is_null()) {
+        Some(error) => (Some(error_message(error)), error_code(error)),
+        None => (None, None),
+    }
+}
+
+/// An error object's `type` and `code`, where each is a short identifier or a number:
+/// `type overloaded_error, code 529`. Free text never passes.
+fn error_code(error: &Value) -> Option<String> {
+    let parts: Vec<String> = ["type", "code"]
+        .into_iter()
+        .filter_map(|key| Some(format!("{key} {}", identifier(error.get(key)?)?)))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// A value that can only be an identifier: an integer, or up to 64 letters, digits and
+/// `_ - . :`.
+fn identifier(value: &Value) -> Option<String> {
+    match value {
+        Value::Number(n) if n.is_i64() || n.is_u64() => Some(n.to_string()),
+        Value::String(s)
+            if !s.is_empty()
+                && s.len() <= 64
+                && s.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':')
+                }) =>
+        {
+            Some(s.clone())
+        }
+        _ => None,
+    }
+}
+
+/// What kind of JSON value this is, for messages that must not quote it.
+fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// The human-readable part of an error object: `{"message": ...}` where there is one.
@@ -596,6 +668,19 @@ mod tests {
             Some("overloaded")
         );
         assert_eq!(chat(r#"{"error":"plain"}"#).error.as_deref(), Some("plain"));
+        assert_eq!(chat(r#"{"error":"plain"}"#).error_code, None);
+        let coded = chat(
+            r#"{"error":{"message":"quota for alice@example.com","type":"rate_limit","code":429}}"#,
+        );
+        assert_eq!(
+            coded.error_code.as_deref(),
+            Some("type rate_limit, code 429")
+        );
+        let free_text_code = chat(r#"{"error":{"message":"m","code":"user alice said hi"}}"#);
+        assert_eq!(
+            free_text_code.error_code, None,
+            "free text is not an identifier"
+        );
         let anthropic = Dialect::Anthropic
             .decode(&event(
                 "error",
@@ -662,7 +747,13 @@ mod tests {
         let err = custom
             .decode(&event("token", r#"{"t":5}"#))
             .expect_err("not text");
-        assert!(err.reason.contains("/t holds 5"), "{err}");
+        assert!(err.reason.contains("/t holds a number"), "{err}");
+        // A parse error says where, never what: the data is the target's text.
+        let err = Dialect::OpenaiChat
+            .decode(&event("message", r#"{"choices": "sk-secret-123"}"#))
+            .expect_err("wrong shape");
+        assert!(!err.to_string().contains("sk-secret"), "{err}");
+        assert!(err.reason.contains("line 1, column"), "{err}");
     }
 
     #[test]

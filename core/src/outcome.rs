@@ -120,30 +120,29 @@ fn classify(
     let (class, message) = match head {
         None => ended_early("before the response arrived")
             .unwrap_or((ErrorClass::Network, "no response".to_owned())),
-        Some(h) if !(200..300).contains(&h.status) => (
-            ErrorClass::Http,
-            format!("HTTP {} {}", h.status, h.status_text)
-                .trim_end()
-                .to_owned(),
-        ),
+        // The status text is the target's own words: the code says it all.
+        Some(h) if !(200..300).contains(&h.status) => {
+            (ErrorClass::Http, format!("HTTP {}", h.status))
+        }
         Some(h) if expect_stream && !is_event_stream(&h.content_type) => (
             ErrorClass::Protocol,
             format!(
                 "expected an event stream (text/event-stream), got {}",
-                if h.content_type.is_empty() {
-                    "no content type"
-                } else {
-                    &h.content_type
-                }
+                media_type(&h.content_type).unwrap_or("another content type")
             ),
         ),
         Some(_) => {
             if let Some(failure) = ended_early("mid-stream") {
                 failure
-            } else if let Some(error) = &metrics.stream_error {
+            } else if metrics.stream_error.is_some() {
+                // Its message is the target's text, shown on the page that measured it
+                // but never recorded; its identifiers are.
                 (
                     ErrorClass::Stream,
-                    format!("the stream reported an error: {error}"),
+                    match &metrics.stream_error_code {
+                        Some(code) => format!("the stream reported an error ({code})"),
+                        None => "the stream reported an error".to_owned(),
+                    },
                 )
             } else if let Some(error) = &metrics.parse_error {
                 (ErrorClass::Parse, error.clone())
@@ -170,7 +169,21 @@ fn classify(
     (Some(class), Some(message))
 }
 
-fn is_event_stream(content_type: &str) -> bool {
+/// The media type of a `Content-Type` value when it is one (`type/subtype`, token
+/// characters only, at most 80): anything else is not repeated.
+fn media_type(content_type: &str) -> Option<&str> {
+    let media = content_type.split(';').next()?.trim();
+    let token = |s: &str| {
+        !s.is_empty()
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&b))
+    };
+    let (kind, sub) = media.split_once('/')?;
+    (media.len() <= 80 && token(kind) && token(sub)).then_some(media)
+}
+
+/// Whether a response with this `Content-Type` is parsed as an event stream.
+pub fn is_event_stream(content_type: &str) -> bool {
     content_type
         .split(';')
         .next()
@@ -380,18 +393,53 @@ mod tests {
         let s = sample(
             AT.clone(),
             Some(&head(200, "text/event-stream")),
-            StreamMetrics {
-                stream_error: Some("upstream said:\nno\r\n".into()),
-                ..answered()
-            },
-            &Ending::Completed,
+            answered(),
+            &Ending::Failed("TypeError:\nnetwork error\r\n".into()),
             500.0,
         );
         assert_eq!(
             s.error_message.as_deref(),
-            Some("the stream reported an error: upstream said: no  ")
+            Some("failed mid-stream: TypeError: network error  ")
         );
         s.validate(0).expect("a valid sample");
+    }
+
+    #[test]
+    fn no_text_the_target_wrote_is_recorded() {
+        let told = |head: ResponseHead, metrics: StreamMetrics| {
+            sample(AT.clone(), Some(&head), metrics, &Ending::Completed, 500.0)
+                .error_message
+                .expect("a failure")
+        };
+        let secret = "my api key is sk-123, user alice@example.com";
+        let mut status = head(503, "application/json");
+        status.status_text = secret.into();
+        assert_eq!(told(status, answered()), "HTTP 503");
+        assert_eq!(
+            told(head(200, &format!("text/html; {secret}")), answered()),
+            "expected an event stream (text/event-stream), got text/html"
+        );
+        assert_eq!(
+            told(head(200, secret), answered()),
+            "expected an event stream (text/event-stream), got another content type"
+        );
+        let in_stream = StreamMetrics {
+            stream_error: Some(secret.into()),
+            stream_error_code: Some("type overloaded_error, code 529".into()),
+            ..answered()
+        };
+        assert_eq!(
+            told(head(200, "text/event-stream"), in_stream),
+            "the stream reported an error (type overloaded_error, code 529)"
+        );
+        let without_code = StreamMetrics {
+            stream_error: Some(secret.into()),
+            ..answered()
+        };
+        assert_eq!(
+            told(head(200, "text/event-stream"), without_code),
+            "the stream reported an error"
+        );
     }
 
     #[test]

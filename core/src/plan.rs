@@ -193,10 +193,17 @@ pub struct TargetPlan {
     /// Marks the built-in demo target (simulated numbers).
     #[serde(default)]
     pub demo: bool,
+    /// Send the page's cookies with the requests (`credentials: "same-origin"`), for a
+    /// target on the page's own origin that needs its session. Browsers send them only
+    /// to that origin; without this no request carries a cookie (`"omit"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub send_cookies: bool,
 }
 
 /// How every request says it is benchmark traffic, so the target can filter it out of
-/// its analytics and purge benchmark accounts by exact id. The value is the run id.
+/// its analytics and purge benchmark accounts by exact id. The value is a random tag made
+/// for the run, never its run id: a target that learned the run id could upload a record
+/// of its own under it before the real one.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub enum RunTag {
@@ -397,6 +404,29 @@ impl Plan {
                 slots as f64 * request_s + p.idle_ms() as f64 / 1000.0
             })
             .sum()
+    }
+
+    /// Every host a run of this plan contacts, in the order the plan names them, each
+    /// once: each target's URL, its fresh URL (`{n}` shown as `*`, the wildcard the
+    /// fresh requests fill in) and its probe URL. A beta user is told all of them before
+    /// agreeing to run.
+    pub fn hosts(&self) -> Vec<String> {
+        let mut hosts: Vec<String> = Vec::new();
+        for target in &self.targets {
+            let urls = [
+                Some(&target.url),
+                target.fresh_url.as_ref(),
+                target.probe_url.as_ref(),
+            ];
+            for url in urls.into_iter().flatten() {
+                if let Some(host) = host_of(&url.replace("{n}", "*"))
+                    && !hosts.contains(&host)
+                {
+                    hosts.push(host);
+                }
+            }
+        }
+        hosts
     }
 
     /// What a run records of this plan.
@@ -641,6 +671,7 @@ impl TargetPlan {
             fresh_url: None,
             probe_url: None,
             demo: false,
+            send_cookies: false,
         }
     }
 
@@ -779,6 +810,14 @@ fn check_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The `host[:port]` of a URL, without any user name or password.
+fn host_of(url: &str) -> Option<String> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
 fn check_header_name(name: &str) -> Result<(), String> {
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || name.len() > 64 || !name.chars().all(token) {
@@ -790,6 +829,14 @@ fn check_header_name(name: &str) -> Result<(), String> {
         || lower.starts_with("sec-")
     {
         return Err(format!("browsers do not let a page set {name}"));
+    }
+    if lower == "content-type" {
+        // A text/plain POST is a "simple" request that goes out without the CORS preflight
+        // in which a host agrees to be called: a link must not turn requests into those.
+        return Err(
+            "requests are always sent as application/json; a link cannot change Content-Type"
+                .into(),
+        );
     }
     Ok(())
 }
@@ -934,6 +981,26 @@ mod tests {
     }
 
     #[test]
+    fn every_host_a_run_contacts_is_named_once() {
+        let mut main = target();
+        main.url = "https://Chat.example.com/v1/chat".into();
+        main.fresh_url = Some("https://{n}.fresh.example.com/v1/chat?x=1".into());
+        main.probe_url = Some("https://chat.example.com/ping".into());
+        let mut direct = target();
+        direct.url = "https://key:secret@api.provider.example:8443/v1".into();
+        let mut plan = Plan::steady(main, 1);
+        plan.targets.push(direct);
+        assert_eq!(
+            plan.hosts(),
+            [
+                "chat.example.com",
+                "*.fresh.example.com",
+                "api.provider.example:8443"
+            ]
+        );
+    }
+
+    #[test]
     fn targets_are_checked() {
         let check = |edit: fn(&mut TargetPlan)| {
             let mut t = target();
@@ -958,6 +1025,13 @@ mod tests {
                 t.headers.insert("Cookie".into(), "x".into());
             }),
             "targets[0].headers.Cookie"
+        );
+        // A text/plain body would skip the CORS preflight: a link cannot ask for one.
+        assert_eq!(
+            check(|t| {
+                t.headers.insert("Content-Type".into(), "text/plain".into());
+            }),
+            "targets[0].headers.Content-Type"
         );
         assert_eq!(
             check(|t| {

@@ -866,8 +866,59 @@ impl Sample {
             }
         }
         self.dropped = self.dropped.saturating_add(dropped);
+        self.round_times();
+    }
+
+    /// Rounds every time to 0.01 ms ([`STEPS_PER_MS`]). Browser clocks are no finer than 5 µs (0.1 ms
+    /// in a page that is not cross-origin isolated), so nothing measured is lost, and a
+    /// time such as `1234.5000000000002` stops costing 18 characters: a record stays
+    /// small enough for the browser's `keepalive` limit when the page goes away.
+    fn round_times(&mut self) {
+        let round = |v: &mut f64| {
+            // n / 100 is the double nearest to the decimal, so it prints as one.
+            let rounded = (*v * STEPS_PER_MS).round() / STEPS_PER_MS;
+            // At the very edge of the range rounding up would leave it: keep the value.
+            if storable_time(rounded) {
+                *v = rounded;
+            }
+        };
+        round(&mut self.start_ms);
+        for v in [
+            &mut self.headers_ms,
+            &mut self.ttfb_ms,
+            &mut self.ttft_any_ms,
+            &mut self.ttft_ms,
+            &mut self.e2e_ms,
+            &mut self.last_token_ms,
+            &mut self.idle_spent_ms,
+            &mut self.idle_timer_late_ms,
+            &mut self.retry_wait_ms,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            round(v);
+        }
+        self.itl_ms.iter_mut().for_each(round);
+        if let Some(conn) = &mut self.conn {
+            for v in [&mut conn.dns_ms, &mut conn.connect_ms, &mut conn.tls_ms]
+                .into_iter()
+                .flatten()
+            {
+                round(v);
+            }
+        }
+        for entry in &mut self.server_timing {
+            round(&mut entry.duration_ms);
+        }
+        if let Some(timings) = &mut self.stream_timings {
+            timings.values_mut().for_each(round);
+        }
     }
 }
+
+/// Stored times are rounded to 1 / this many milliseconds (0.01 ms).
+pub const STEPS_PER_MS: f64 = 100.0;
 
 /// The longest error message a record keeps.
 pub const MAX_MESSAGE_CHARS: usize = 500;
@@ -1113,6 +1164,26 @@ mod tests {
         let before = s.clone();
         s.clean();
         assert_eq!(s, before, "cleaning twice changes nothing");
+    }
+
+    #[test]
+    fn stored_times_are_rounded_to_a_hundredth_of_a_millisecond() {
+        let mut s = Sample {
+            status: 200,
+            concurrency: 1,
+            start_ms: 1_234.500_000_000_000_2,
+            ttft_ms: Some(301.123_456),
+            e2e_ms: Some(401.999_9),
+            itl_ms: vec![0.1 + 0.2, 5.004_999],
+            ..Sample::default()
+        };
+        s.clean();
+        assert_eq!(s.start_ms, 1234.5);
+        assert_eq!((s.ttft_ms, s.e2e_ms), (Some(301.12), Some(402.0)));
+        assert_eq!(s.itl_ms, [0.3, 5.0]);
+        let json = serde_json::to_string(&s).expect("json");
+        assert!(json.contains("\"ttft_ms\":301.12,"), "{json}");
+        assert_eq!(s.dropped, 0, "rounding drops nothing");
     }
 
     #[test]

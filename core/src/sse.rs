@@ -29,9 +29,17 @@ pub struct StreamHints {
     pub retry_ms: Option<u64>,
 }
 
+/// The longest line, and the largest data buffer of one event, the parser keeps. Past
+/// either it stops: a stream that never ends a line (or an event) would otherwise grow
+/// memory without bound.
+pub const MAX_PENDING_BYTES: usize = 1 << 20;
+
 /// What was left over when the stream ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StreamEnd {
+    /// A line or an event grew past [`MAX_PENDING_BYTES`]; everything from there on was
+    /// dropped unread.
+    pub overflowed: bool,
     /// The stream ended inside an event: a line without its terminator, or field lines not
     /// followed by the blank line that dispatches them. "If the file ends in the middle of an
     /// event, before the final empty line, the incomplete event is not dispatched." A
@@ -62,6 +70,8 @@ pub struct SseParser {
     last_event_id: String,
     /// `retry` values seen.
     hints: StreamHints,
+    /// A line or an event grew past [`MAX_PENDING_BYTES`]: the parser reads no more.
+    overflowed: bool,
 }
 
 impl SseParser {
@@ -88,6 +98,9 @@ impl SseParser {
     /// chunk to see whether an LF follows would dispatch the event late (a wrong TTFT) and,
     /// at the end of a stream, never.
     pub fn feed(&mut self, chunk: &[u8], mut on_event: impl FnMut(Event)) {
+        if self.overflowed {
+            return;
+        }
         let mut rest = chunk;
         if self.skip_lf {
             if let Some((&b'\n', tail)) = rest.split_first() {
@@ -107,6 +120,10 @@ impl SseParser {
                     None => self.skip_lf = true,
                 }
             }
+            if self.line.len() + head.len() > MAX_PENDING_BYTES {
+                self.overflow();
+                return;
+            }
             if self.line.is_empty() {
                 // The usual case: the whole line is in this chunk, so no copy is needed.
                 self.process_line(head, &mut on_event);
@@ -117,14 +134,41 @@ impl SseParser {
                 line.clear();
                 self.line = line; // keeps the allocation for the next split line
             }
+            if self.data.len() > MAX_PENDING_BYTES {
+                self.overflow();
+                return;
+            }
+        }
+        if self.line.len() + rest.len() > MAX_PENDING_BYTES {
+            self.overflow();
+            return;
         }
         self.line.extend_from_slice(rest);
+    }
+
+    /// Whether a line or an event outgrew [`MAX_PENDING_BYTES`].
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn overflow(&mut self) {
+        self.overflowed = true;
+        self.line = Vec::new();
+        self.data = String::new();
+        self.has_data = false;
     }
 
     /// Tells the parser the stream has ended and resets it. "Once the end of the file is
     /// reached, any pending data must be discarded": nothing is dispatched. Reports whether
     /// an event carrying data was pending, that is, whether the stream was cut inside one.
     pub fn finish(&mut self) -> StreamEnd {
+        if self.overflowed {
+            *self = Self::new();
+            return StreamEnd {
+                overflowed: true,
+                unterminated: false,
+            };
+        }
         // A final line without its terminator is still a field of the pending event
         // (`data: [DONE]` with no newline). Processing a line dispatches only when the line
         // is empty, and then nothing is pending, so no event can escape here.
@@ -134,7 +178,10 @@ impl SseParser {
         }
         let unterminated = self.has_data;
         *self = Self::new();
-        StreamEnd { unterminated }
+        StreamEnd {
+            unterminated,
+            overflowed: false,
+        }
     }
 
     /// Processes one complete line (without its terminator).
@@ -329,16 +376,32 @@ mod tests {
 
     #[test]
     fn a_long_line_fed_byte_by_byte_is_parsed_in_linear_time() {
-        // 1 MiB in one line, one byte per chunk: a parser that rescans its buffer on every
-        // chunk does ~5·10^11 byte comparisons here and would not finish in any sane time.
+        // Almost 1 MiB (the most a line may hold) in one line, one byte per chunk: a parser
+        // that rescans its buffer on every chunk does ~5·10^11 byte comparisons here and
+        // would not finish in any sane time.
+        const LEN: usize = MAX_PENDING_BYTES - 16;
         let mut stream = b"data: ".to_vec();
-        stream.extend(std::iter::repeat_n(b'x', 1 << 20));
+        stream.extend(std::iter::repeat_n(b'x', LEN));
         stream.extend_from_slice(b"\n\n");
         let mut parser = SseParser::new();
         let mut len = 0;
         for byte in stream.chunks(1) {
             parser.feed(byte, |e| len = e.data.len());
         }
-        assert_eq!(len, 1 << 20);
+        assert_eq!(len, LEN);
+        assert!(!parser.overflowed());
+    }
+
+    #[test]
+    fn a_line_past_the_limit_stops_the_parser() {
+        let mut parser = SseParser::new();
+        let mut events = 0;
+        parser.feed(b"data: a\n\n", |_| events += 1);
+        parser.feed(&vec![b'x'; MAX_PENDING_BYTES + 1], |_| events += 1);
+        assert!(parser.overflowed());
+        parser.feed(b"\n\ndata: b\n\n", |_| events += 1);
+        assert_eq!(events, 1, "nothing after the overflow");
+        let end = parser.finish();
+        assert!(end.overflowed);
     }
 }

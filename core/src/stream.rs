@@ -6,7 +6,7 @@
 //! timestamp. All times are milliseconds from the request's `t0`.
 
 use crate::dialect::{Dialect, Timings, Usage, timings_from};
-use crate::sse::SseParser;
+use crate::sse::{MAX_PENDING_BYTES, SseParser};
 
 /// At most this many inter-token gaps are kept per request; a longer answer keeps its
 /// first gaps (its totals, TTFT and last-token time stay exact).
@@ -42,8 +42,10 @@ pub struct StreamMetrics {
     pub usage: Option<Usage>,
     /// The server's own timing breakdown, when the stream carried one.
     pub timings: Option<Timings>,
-    /// The first error the stream reported inside itself.
+    /// The first error the stream reported inside itself: its message, for this page only.
     pub stream_error: Option<String>,
+    /// That error's `type` and `code`, where they are identifiers: what a record keeps.
+    pub stream_error_code: Option<String>,
     /// The first event that did not have its dialect's shape.
     pub parse_error: Option<String>,
     /// The stream's own end marker arrived.
@@ -152,8 +154,11 @@ impl StreamRecorder {
             {
                 m.timings = Some(timings);
             }
-            if let Some(error) = decoded.error {
-                m.stream_error.get_or_insert(error);
+            if let Some(error) = decoded.error
+                && m.stream_error.is_none()
+            {
+                m.stream_error = Some(error);
+                m.stream_error_code = decoded.error_code;
             }
             m.done |= decoded.done;
         });
@@ -161,8 +166,21 @@ impl StreamRecorder {
 
     /// The body ended (the reader said done).
     pub fn finish(mut self) -> StreamMetrics {
-        self.metrics.unterminated = self.parser.finish().unterminated;
+        let end = self.parser.finish();
+        self.metrics.unterminated = end.unterminated;
+        if end.overflowed {
+            self.metrics.parse_error = Some(format!(
+                "a line or an event of the stream grew past {MAX_PENDING_BYTES} bytes; the rest was not parsed"
+            ));
+        }
         self.metrics
+    }
+
+    /// A chunk of a body that is not parsed (not an event stream): it counts for the
+    /// time to first byte and the byte count only.
+    pub fn on_unparsed_chunk(&mut self, t_ms: f64, len: usize) {
+        self.metrics.ttfb_ms.get_or_insert(t_ms);
+        self.metrics.bytes += len as u64;
     }
 }
 
@@ -217,6 +235,37 @@ mod tests {
         );
         assert_eq!(m.ttft_ms, Some(6.0));
         assert!(!m.done);
+    }
+
+    #[test]
+    fn an_endless_line_or_event_ends_in_a_parse_error_not_in_memory() {
+        let mut rec = StreamRecorder::new(Dialect::OpenaiChat);
+        rec.on_chunk(1.0, chunk("a").as_bytes());
+        let piece = vec![b'x'; 64 * 1024];
+        rec.on_chunk(2.0, b"data: ");
+        for i in 0..40 {
+            rec.on_chunk(3.0 + f64::from(i), &piece);
+        }
+        rec.on_chunk(50.0, b"\n\n");
+        rec.on_chunk(51.0, chunk("b").as_bytes());
+        let m = rec.finish();
+        assert!(
+            m.parse_error
+                .as_deref()
+                .is_some_and(|e| e.contains("grew past")),
+            "{:?}",
+            m.parse_error
+        );
+        assert_eq!(m.ttft_ms, Some(1.0));
+        assert_eq!(m.content_chunks, 1, "nothing after the overflow is parsed");
+
+        // Many data lines of one event, none of them long: the event is bounded too.
+        let mut rec = StreamRecorder::new(Dialect::Text);
+        let line = format!("data: {}\n", "y".repeat(1000));
+        for i in 0..1200 {
+            rec.on_chunk(f64::from(i), line.as_bytes());
+        }
+        assert!(rec.finish().parse_error.is_some());
     }
 
     #[test]

@@ -59,7 +59,7 @@ async fn seeded_server() -> anyhow::Result<TestServer> {
                 let run = run(n, network, version, base + slowdown);
                 server
                     .db
-                    .insert_run(&run, &serde_json::to_string(&run)?, 1_796_000_000_000)
+                    .insert_run(&run, &serde_json::to_string(&run)?, 1_796_000_000_000, None)
                     .await?;
             }
         }
@@ -139,7 +139,12 @@ async fn demo_runs_stay_out_until_asked_for() -> anyhow::Result<()> {
     let demo: Run = serde_json::from_slice(&example)?;
     server
         .db
-        .insert_run(&demo, &serde_json::to_string(&demo)?, 1_796_000_000_000)
+        .insert_run(
+            &demo,
+            &serde_json::to_string(&demo)?,
+            1_796_000_000_000,
+            None,
+        )
         .await?;
     let browser = Browser::start(DESKTOP).await?;
     let driver = &browser.driver;

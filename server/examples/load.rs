@@ -11,15 +11,15 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use firsttoken_core::plan::PhasePlan;
-use firsttoken_core::schema::NetworkLabel;
-use firsttoken_core::stats::{SplitMix64, percentile};
-use firsttoken_core::{Phase, Run, Sample};
+use firsttoken_core::Run;
+use firsttoken_core::stats::percentile;
 use firsttoken_server::{AppState, Config, Db, serve as serve_app};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+mod support;
+use support::{fill, template, varied};
+
 const CLIENTS: usize = 16;
-const SAMPLES_PER_RUN: u32 = 100;
 const STORED_SAMPLES: u64 = 1_000_000;
 
 /// How long each backend is loaded (FIRSTTOKEN_LOAD_SECONDS overrides, for a quick look).
@@ -76,7 +76,7 @@ async fn main() -> anyhow::Result<()> {
         "database", "summary", "groups", "ms"
     );
     for (name, db, _) in &backends {
-        fill(db, &template).await?;
+        fill(db, &template, STORED_SAMPLES).await?;
         println!(
             "  ({name} stores {:.0} bytes per sample, run records and indexes included)",
             bytes_per_sample(db).await?
@@ -151,51 +151,6 @@ async fn serve(db: &Db) -> anyhow::Result<std::net::SocketAddr> {
     Ok(address)
 }
 
-/// The example run, turned into a 100-sample steady run.
-fn template() -> anyhow::Result<Run> {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/schema/example-run.v1.json");
-    let mut run: Run = serde_json::from_slice(&std::fs::read(path)?)?;
-    run.targets[0].demo = false;
-    let sample = run.samples[0].clone();
-    run.samples = (0..SAMPLES_PER_RUN)
-        .map(|i| Sample {
-            index: i,
-            ..sample.clone()
-        })
-        .collect();
-    run.plan.phases = vec![PhasePlan::Steady {
-        requests: SAMPLES_PER_RUN,
-    }];
-    Ok(run)
-}
-
-/// Run `n`: a fresh id, a network, a browser and a version, and TTFTs drawn around a
-/// network-dependent median.
-fn varied(template: &Run, n: u64) -> Run {
-    let mut run = template.clone();
-    let mut rng = SplitMix64::new(n);
-    run.run_id = format!(
-        "{:08x}-0000-4000-8000-{:012x}",
-        n >> 48,
-        n & 0xffff_ffff_ffff
-    );
-    run.client.network = NetworkLabel::ALL[(n % 6) as usize];
-    run.client.browser =
-        Some(["Chrome", "Safari", "Firefox", "Edge"][(n / 6 % 4) as usize].to_owned());
-    run.targets[0].version = Some(format!("v{}", n % 3));
-    let base = 250.0 + 100.0 * (n % 6) as f64;
-    for s in &mut run.samples {
-        let ttft = base + (rng.next_u64() % 400) as f64;
-        s.phase = Phase::Steady;
-        s.ttft_any_ms = Some(ttft);
-        s.ttft_ms = Some(ttft);
-        s.last_token_ms = Some(ttft + 900.0);
-        s.e2e_ms = Some(ttft + 910.0);
-    }
-    run
-}
-
 /// `CLIENTS` clients upload runs back to back for `seconds`; returns each stored
 /// upload's latency in ms, and how many answers were anything else, by status.
 async fn uploads(
@@ -243,40 +198,6 @@ async fn uploads(
         }
     }
     Ok((all, other))
-}
-
-/// Stores runs until the database holds `STORED_SAMPLES` samples, straight through the
-/// storage layer (the upload path was measured above).
-async fn fill(db: &Db, template: &Run) -> anyhow::Result<()> {
-    let start = Instant::now();
-    let have = db.count(firsttoken_server::db::Table::Samples).await? as u64;
-    let runs = STORED_SAMPLES
-        .saturating_sub(have)
-        .div_ceil(u64::from(SAMPLES_PER_RUN));
-    let mut tasks = tokio::task::JoinSet::new();
-    for worker in 0..4u64 {
-        let (db, template) = (db.clone(), template.clone());
-        tasks.spawn(async move {
-            let mut n = (1u64 << 40) + worker;
-            for _ in 0..runs.div_ceil(4) {
-                let run = varied(&template, n);
-                n += 4;
-                let record = serde_json::to_string(&run)?;
-                db.insert_run(&run, &record, 1_796_000_000_000).await?;
-            }
-            anyhow::Ok(())
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done??;
-    }
-    let total = db.count(firsttoken_server::db::Table::Samples).await?;
-    println!(
-        "  ({} now holds {total} samples; filling took {:.0} s)",
-        db.backend(),
-        start.elapsed().as_secs_f64()
-    );
-    Ok(())
 }
 
 /// The database's size over its samples: what each request a beta user makes costs.

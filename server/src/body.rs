@@ -10,13 +10,17 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use crate::error::AppError;
 
-/// Refuses a body that says it is larger than `limit`, before reading it.
-pub fn check_declared_size(headers: &HeaderMap, limit: usize) -> Result<(), AppError> {
-    let declared = headers
+/// The body's length as `Content-Length` declares it.
+pub fn declared_size(headers: &HeaderMap) -> Option<u64> {
+    headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    match declared {
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Refuses a body that says it is larger than `limit`, before reading it.
+pub fn check_declared_size(headers: &HeaderMap, limit: usize) -> Result<(), AppError> {
+    match declared_size(headers) {
         Some(length) if length > limit as u64 => Err(AppError::TooLarge { limit }),
         _ => Ok(()),
     }

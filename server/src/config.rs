@@ -40,6 +40,29 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_UPLOADS_PER_MINUTE", default_value_t = 30)]
     pub uploads_per_minute: u32,
 
+    /// Samples one network (an IPv4 address, an IPv6 /64) may upload per hour; 0 for no
+    /// limit. A beta user uploads a few hundred.
+    #[arg(long, env = "FIRSTTOKEN_SAMPLES_PER_HOUR", default_value_t = 20_000)]
+    pub samples_per_hour: u64,
+
+    /// Upload bytes one network may send per hour; 0 for no limit.
+    #[arg(long, env = "FIRSTTOKEN_UPLOAD_BYTES_PER_HOUR", default_value_t = 64 * 1024 * 1024)]
+    pub upload_bytes_per_hour: u64,
+
+    /// Stop accepting runs (507) once the stored data takes this many bytes; 0 for no
+    /// limit. Reads and deletes go on.
+    #[arg(long, env = "FIRSTTOKEN_MAX_STORAGE_BYTES", default_value_t = 10 * 1024 * 1024 * 1024)]
+    pub max_storage_bytes: u64,
+
+    /// Accept runs only for these target origins (`https://chat.example.com`; repeat the
+    /// flag, or separate with commas in the variable). Without it any origin is accepted.
+    #[arg(
+        long = "accept-target-origin",
+        env = "FIRSTTOKEN_ACCEPT_TARGET_ORIGIN",
+        value_delimiter = ','
+    )]
+    pub accept_target_origins: Vec<String>,
+
     /// Take the client's address from `X-Forwarded-For` (only behind a proxy that appends
     /// to it; otherwise any client could pick its own). The entry used is the one the
     /// proxy added: `--proxy-hops` from the right.
@@ -70,6 +93,17 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_MAX_CONNECTIONS", default_value_t = 768)]
     pub max_connections: usize,
 
+    /// Open connections one network (an IPv4 address, an IPv6 /64) may hold; more are
+    /// closed at once, so one client's silent sockets cannot take every place. Not applied
+    /// with `--trust-forwarded-for`: every connection then comes from the proxy, which
+    /// should cap connections per client itself.
+    #[arg(
+        long,
+        env = "FIRSTTOKEN_MAX_CONNECTIONS_PER_NETWORK",
+        default_value_t = 128
+    )]
+    pub max_connections_per_network: usize,
+
     /// Requests being handled at once (not counting streams already answering); more
     /// are answered 503 with `Retry-After` rather than queued.
     #[arg(long, env = "FIRSTTOKEN_MAX_IN_FLIGHT", default_value_t = 256)]
@@ -99,6 +133,13 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_ADMIN_TOKEN")]
     pub admin_token: Option<Secret>,
 
+    /// The token that reads the crowd's numbers: summaries, the Results page (which asks
+    /// for it once per browser session) and exports (`Authorization: Bearer …`), at least
+    /// [`MIN_ADMIN_TOKEN_CHARS`] characters. Without one they are open to anyone who can
+    /// reach the collector. The admin token reads too.
+    #[arg(long, env = "FIRSTTOKEN_RESULTS_TOKEN")]
+    pub results_token: Option<Secret>,
+
     /// Summary groups with fewer answered requests show counts, not percentiles.
     #[arg(long, env = "FIRSTTOKEN_MIN_SAMPLES", default_value_t = DEFAULT_MIN_SAMPLES)]
     pub min_samples: usize,
@@ -125,18 +166,50 @@ pub enum LogFormat {
 pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 
 impl Config {
+    /// Whether runs for `origin` are accepted (`--accept-target-origin`).
+    pub fn accepts_target_origin(&self, origin: &str) -> bool {
+        self.accept_target_origins.is_empty()
+            || self
+                .accept_target_origins
+                .iter()
+                .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    }
+
     /// Refuses settings the server cannot run safely with, naming the flag.
     pub fn check(&self) -> Result<(), String> {
-        if let Some(token) = &self.admin_token
-            && token.expose().chars().count() < MIN_ADMIN_TOKEN_CHARS
-        {
-            return Err(format!(
-                "--admin-token (FIRSTTOKEN_ADMIN_TOKEN) must be at least {MIN_ADMIN_TOKEN_CHARS} characters; `openssl rand -hex 32` makes one"
-            ));
+        for (flag, token) in [
+            ("--admin-token (FIRSTTOKEN_ADMIN_TOKEN)", &self.admin_token),
+            (
+                "--results-token (FIRSTTOKEN_RESULTS_TOKEN)",
+                &self.results_token,
+            ),
+        ] {
+            if let Some(token) = token
+                && token.expose().chars().count() < MIN_ADMIN_TOKEN_CHARS
+            {
+                return Err(format!(
+                    "{flag} must be at least {MIN_ADMIN_TOKEN_CHARS} characters; `openssl rand -hex 32` makes one"
+                ));
+            }
+        }
+        for origin in &self.accept_target_origins {
+            let trimmed = origin.trim_end_matches('/');
+            let ok = (trimmed.starts_with("https://") || trimmed.starts_with("http://"))
+                && !trimmed.contains(['?', '#'])
+                && trimmed.split('/').count() == 3;
+            if !ok {
+                return Err(format!(
+                    "--accept-target-origin {origin:?} is not an origin (scheme://host[:port], no path)"
+                ));
+            }
         }
         for (flag, value) in [
             ("--max-connections", self.max_connections),
             ("--max-in-flight", self.max_in_flight),
+            (
+                "--max-connections-per-network",
+                self.max_connections_per_network,
+            ),
             ("--demo-max-streams", self.demo_max_streams),
         ] {
             if value == 0 {
@@ -163,17 +236,23 @@ impl Config {
             static_dir: PathBuf::from("dist"),
             max_body_bytes: 8 * 1024 * 1024,
             uploads_per_minute: 30,
+            samples_per_hour: 20_000,
+            upload_bytes_per_hour: 64 * 1024 * 1024,
+            max_storage_bytes: 10 * 1024 * 1024 * 1024,
+            accept_target_origins: Vec::new(),
             trust_forwarded_for: false,
             proxy_hops: 1,
             header_read_timeout_secs: 10,
             body_read_timeout_secs: 30,
             max_connections: 768,
+            max_connections_per_network: 128,
             max_in_flight: 256,
             shutdown_deadline_secs: 10,
             demo: Demo::On,
             demo_max_streams: 64,
             demo_max_request_secs: 120,
             admin_token: None,
+            results_token: None,
             min_samples: DEFAULT_MIN_SAMPLES,
             log_format: LogFormat::Text,
         }

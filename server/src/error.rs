@@ -27,11 +27,25 @@ pub enum AppError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
-    /// No credentials, or the wrong ones.
+    /// Not allowed at all (an endpoint that is off, a delete token that does not match).
     #[error("{0}")]
     Forbidden(String),
+    /// No token, or the wrong one, where a token would let the request through.
+    #[error("{0}")]
+    Unauthorized(String),
     #[error("too many requests from this address; try again in {retry_after} s")]
     TooManyRequests { retry_after: u64 },
+    /// The client's network has used an hourly budget.
+    #[error("this network has used its hourly budget of {what}; try again in {retry_after} s")]
+    OverBudget {
+        what: &'static str,
+        retry_after: u64,
+    },
+    /// The collector's storage limit is reached.
+    #[error(
+        "the collector's storage is full (its limit is {limit} bytes); the run stays on your device and can be sent later"
+    )]
+    StorageFull { limit: u64 },
     /// The server is at a cap it keeps for everyone (open connections, requests in
     /// flight, demo streams): not this client's fault, and over soon.
     #[error("the server is at its limit of {what}; try again in {retry_after} s")]
@@ -69,7 +83,10 @@ impl AppError {
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             AppError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             AppError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            AppError::OverBudget { .. } => (StatusCode::TOO_MANY_REQUESTS, "over_budget"),
+            AppError::StorageFull { .. } => (StatusCode::INSUFFICIENT_STORAGE, "storage_full"),
             AppError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
             AppError::TooSlow { .. } => (StatusCode::SERVICE_UNAVAILABLE, "too_slow"),
             AppError::BodyTimeout { .. } => (StatusCode::REQUEST_TIMEOUT, "body_timeout"),
@@ -111,7 +128,9 @@ impl IntoResponse for AppError {
             },
         };
         let mut response = (status, Json(body)).into_response();
-        if let AppError::TooManyRequests { retry_after } | AppError::Busy { retry_after, .. } = self
+        if let AppError::TooManyRequests { retry_after }
+        | AppError::Busy { retry_after, .. }
+        | AppError::OverBudget { retry_after, .. } = self
         {
             response
                 .headers_mut()

@@ -40,6 +40,12 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub metrics: Arc<Metrics>,
     pub limiter: Arc<RateLimiter>,
+    /// Samples each network may upload per hour (`None`: no limit).
+    pub samples_budget: Option<Arc<RateLimiter>>,
+    /// Upload bytes each network may send per hour (`None`: no limit).
+    pub bytes_budget: Option<Arc<RateLimiter>>,
+    /// The last measure of the stored bytes, and when it was taken.
+    storage: Arc<std::sync::Mutex<Option<(std::time::Instant, u64)>>>,
     /// Failed admin-token attempts per network: a few an hour.
     pub admin_failures: Arc<RateLimiter>,
     /// Requests being handled ([`serve::shed`]).
@@ -52,6 +58,18 @@ pub struct AppState {
     stopping: Arc<watch::Sender<bool>>,
     /// The built app, when there is one.
     pub static_dir: Option<PathBuf>,
+}
+
+/// How often the stored size is measured again.
+const STORAGE_MEASURED_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn hourly(amount: u64) -> Option<Arc<RateLimiter>> {
+    (amount > 0).then(|| {
+        Arc::new(RateLimiter::per_period(
+            amount as f64,
+            std::time::Duration::from_secs(3600),
+        ))
+    })
 }
 
 /// Failed admin-token attempts one network may make per hour.
@@ -68,6 +86,9 @@ impl AppState {
         Self {
             db,
             limiter: Arc::new(RateLimiter::new(config.uploads_per_minute)),
+            samples_budget: hourly(config.samples_per_hour),
+            bytes_budget: hourly(config.upload_bytes_per_hour),
+            storage: Arc::default(),
             admin_failures: Arc::new(RateLimiter::per_period(
                 ADMIN_FAILURES_PER_HOUR,
                 std::time::Duration::from_secs(3600),
@@ -120,6 +141,41 @@ impl AppState {
         peer.map(|p| p.ip())
     }
 
+    /// Refuses a new run once the stored data has reached `--max-storage-bytes`. The
+    /// size is measured at most every few seconds, and what was accepted since is added.
+    pub async fn check_storage(&self, adding: u64) -> Result<(), error::AppError> {
+        let limit = self.config.max_storage_bytes;
+        if limit == 0 {
+            return Ok(());
+        }
+        let now = std::time::Instant::now();
+        let known = self.storage.lock().ok().and_then(|s| *s);
+        let used = match known {
+            Some((at, bytes)) if now.duration_since(at) < STORAGE_MEASURED_EVERY => bytes,
+            _ => {
+                let bytes = self.db.storage_bytes().await?;
+                if let Ok(mut storage) = self.storage.lock() {
+                    *storage = Some((now, bytes));
+                }
+                bytes
+            }
+        };
+        if used.saturating_add(adding) > limit {
+            tracing::warn!(
+                used,
+                limit,
+                "storage limit reached: runs are refused with 507"
+            );
+            return Err(error::AppError::StorageFull { limit });
+        }
+        if let Ok(mut storage) = self.storage.lock()
+            && let Some((_, bytes)) = storage.as_mut()
+        {
+            *bytes = bytes.saturating_add(adding);
+        }
+        Ok(())
+    }
+
     /// Tells open streams that shutdown has begun.
     pub fn stop(&self) {
         self.stopping.send_replace(true);
@@ -141,7 +197,9 @@ pub fn app(state: AppState) -> Router {
     let cors = CorsLayer::new()
         .allow_origin(Any)
         .allow_methods([Method::GET, Method::POST, Method::DELETE])
-        .allow_headers(Any)
+        // Mirrored, not `*`: a wildcard does not cover `Authorization` (Fetch standard),
+        // which a delete and a summary behind the results token send.
+        .allow_headers(tower_http::cors::AllowHeaders::mirror_request())
         .expose_headers(Any)
         .max_age(std::time::Duration::from_secs(7200));
     Router::new()

@@ -172,12 +172,89 @@ impl Shard {
     }
 }
 
+/// Open connections per network, capped: one client holding hundreds of silent sockets
+/// must not take every connection the server allows, so honest networks keep getting in.
+/// A network appears in the map only while it has a connection open, so the map is never
+/// larger than the server's own cap on connections.
+#[derive(Debug)]
+pub struct ConnectionCounts {
+    cap: usize,
+    open: Mutex<HashMap<Prefix, usize>>,
+}
+
+/// One open connection counted against its network; dropping it frees the place.
+#[derive(Debug)]
+pub struct CountedConnection {
+    counts: std::sync::Arc<ConnectionCounts>,
+    prefix: Prefix,
+}
+
+impl ConnectionCounts {
+    pub fn new(cap: usize) -> Self {
+        Self {
+            cap: cap.max(1),
+            open: Mutex::default(),
+        }
+    }
+
+    /// Counts a new connection from `address`'s network, or `None` when the network
+    /// already has its cap open.
+    pub fn open(counts: &std::sync::Arc<Self>, address: IpAddr) -> Option<CountedConnection> {
+        let prefix = Prefix::from(address);
+        let mut open = counts.open.lock().ok()?;
+        let n = open.entry(prefix).or_insert(0);
+        if *n >= counts.cap {
+            return None;
+        }
+        *n += 1;
+        Some(CountedConnection {
+            counts: counts.clone(),
+            prefix,
+        })
+    }
+
+    /// Networks with a connection open now.
+    pub fn networks(&self) -> usize {
+        self.open.lock().map_or(0, |o| o.len())
+    }
+}
+
+impl Drop for CountedConnection {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.counts.open.lock()
+            && let Some(n) = open.get_mut(&self.prefix)
+        {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.prefix);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("an address")
+    }
+
+    #[test]
+    fn a_network_holds_at_most_its_share_of_connections() {
+        let counts = std::sync::Arc::new(ConnectionCounts::new(2));
+        let a = ConnectionCounts::open(&counts, ip("2001:db8::1")).expect("first");
+        let b = ConnectionCounts::open(&counts, ip("2001:db8::2")).expect("second");
+        assert!(
+            ConnectionCounts::open(&counts, ip("2001:db8::3")).is_none(),
+            "the /64 has its two"
+        );
+        let other = ConnectionCounts::open(&counts, ip("192.0.2.1")).expect("another network");
+        assert_eq!(counts.networks(), 2);
+        drop(a);
+        let c = ConnectionCounts::open(&counts, ip("2001:db8::3")).expect("a place came free");
+        drop((b, c, other));
+        assert_eq!(counts.networks(), 0, "nothing is remembered once closed");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   again while waiting for the next request on a kept connection);
 //! - a cap on open connections: past it, a connection gets `503` with `Retry-After` and
 //!   is closed, instead of the server running out of file descriptors;
+//! - a cap on open connections per network ([`ConnectionCounts`]), so that one client's
+//!   silent sockets cannot take every place while honest clients are refused;
 //! - a cap on requests in flight ([`shed`]), answered the same way;
 //! - a shutdown with a deadline: no new connections, idle ones close at once, demo
 //!   streams end, uploads in flight finish; what is still open at the deadline is dropped.
@@ -40,6 +42,7 @@ use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
 use crate::error::AppError;
+use crate::limit::ConnectionCounts;
 use crate::{AppState, app};
 
 /// Connections past the cap that are still told why (with a `503`) at once; more than
@@ -73,6 +76,7 @@ pub async fn serve(
     let config = state.config.clone();
     let router = app(state.clone());
     let open = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let per_network = Arc::new(ConnectionCounts::new(config.max_connections_per_network));
     let refusing = Arc::new(Semaphore::new(REFUSING_AT_ONCE));
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
@@ -96,6 +100,20 @@ pub async fn serve(
             },
         };
         state.metrics.connection_accepted();
+        // Behind a trusted proxy every connection is the proxy's: it caps per client.
+        let counted = if config.trust_forwarded_for {
+            None
+        } else {
+            match ConnectionCounts::open(&per_network, peer.ip()) {
+                Some(counted) => Some(counted),
+                None => {
+                    // Closed without a word: answering would spend effort on the client
+                    // that is already holding the most.
+                    state.metrics.connection_refused();
+                    continue;
+                }
+            }
+        };
         let Ok(permit) = open.clone().try_acquire_owned() else {
             state.metrics.connection_refused();
             if let Ok(refusal) = refusing.clone().try_acquire_owned() {
@@ -131,7 +149,7 @@ pub async fn serve(
                 tracing::debug!(error = %e, "connection ended");
             }
             metrics.connection_closed();
-            drop(permit);
+            drop((permit, counted));
         });
     }
 

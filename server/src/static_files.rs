@@ -1,5 +1,10 @@
 //! Serves the built app: files from Trunk's `dist/`, `index.html` for any other path so
 //! the app's own routes work on reload, gzip where it helps.
+//!
+//! Every file goes out with a Content-Security-Policy ([`content_security_policy`]) and
+//! `Referrer-Policy: no-referrer`: the page runs only its own scripts and WebAssembly,
+//! may not be framed (nobody can overlay the consent box), and tells no target where its
+//! user came from. `connect-src *` stays open: measuring other origins is the point.
 
 use std::convert::Infallible;
 use std::path::Path;
@@ -9,9 +14,11 @@ use axum::body::Body;
 use axum::http::{HeaderValue, Request, Response, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
+use sha2::{Digest, Sha256};
 use tower::{ServiceBuilder, ServiceExt};
 use tower_http::compression::CompressionLayer;
 use tower_http::services::{ServeDir, ServeFile};
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::AppState;
 
@@ -35,6 +42,11 @@ pub fn router(dir: Option<&Path>) -> Router<AppState> {
         }
     });
     let files = ServeDir::new(dir).fallback(app_page);
+    let policy = content_security_policy(
+        &std::fs::read_to_string(dir.join("index.html")).unwrap_or_default(),
+    );
+    let policy = HeaderValue::from_str(&policy)
+        .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
     Router::new()
         .fallback_service(
             ServiceBuilder::new()
@@ -42,6 +54,65 @@ pub fn router(dir: Option<&Path>) -> Router<AppState> {
                 .service(files),
         )
         .layer(middleware::from_fn(cache_control))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            policy,
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_FRAME_OPTIONS,
+            HeaderValue::from_static("DENY"),
+        ))
+}
+
+/// The page's policy. Trunk writes one inline module script (it loads the app), which is
+/// allowed by its SHA-256 digest and nothing else inline is; the engine's worker starts
+/// from a `blob:` URL; Leptos sets `style` attributes on chart ticks and bars.
+pub fn content_security_policy(index_html: &str) -> String {
+    let digests: String = inline_scripts(index_html)
+        .map(|script| format!(" 'sha256-{}'", base64(&Sha256::digest(script.as_bytes()))))
+        .collect();
+    format!(
+        "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'{digests}; worker-src 'self' blob:; \
+         style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src *; \
+         frame-ancestors 'none'; object-src 'none'; base-uri 'none'; form-action 'none'"
+    )
+}
+
+/// The text of every `<script>` without a `src`.
+fn inline_scripts(html: &str) -> impl Iterator<Item = &str> {
+    html.split("<script").skip(1).filter_map(|rest| {
+        let (attributes, body) = rest.split_once('>')?;
+        if attributes.contains("src=") {
+            return None;
+        }
+        Some(body.split_once("</script>")?.0)
+    })
+}
+
+/// Standard base64 with padding, as CSP digests are written.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// Trunk names most assets by their content hash (`app-1a2b3c4d5e6f7a8b.js`): those never
@@ -75,4 +146,37 @@ async fn not_built() -> impl IntoResponse {
         StatusCode::SERVICE_UNAVAILABLE,
         "The firsttoken app is not built. Run `cargo xtask run`, which builds it and starts this server.\n",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_the_standard_vectors() {
+        for (input, output) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(input.as_bytes()), output);
+        }
+    }
+
+    #[test]
+    fn only_inline_scripts_are_allowed_by_digest() {
+        let html = "<script type=\"module\">alert(1)</script><script src=\"/a.js\"></script>";
+        let policy = content_security_policy(html);
+        // printf 'alert(1)' | openssl dgst -sha256 -binary | base64
+        assert!(
+            policy.contains("'sha256-bhHHL3z2vDgxUt0W3dWQOrprscmda2Y5pLsLg4GF+pI='"),
+            "{policy}"
+        );
+        assert_eq!(policy.matches("'sha256-").count(), 1);
+        assert!(policy.contains("frame-ancestors 'none'"));
+    }
 }

@@ -158,6 +158,17 @@ async fn cross_origin_callers_are_allowed() {
         .expect("response");
     assert!(response.status().is_success());
     assert_eq!(response.headers()["access-control-allow-origin"], "*");
+    // Named, not `*`: a wildcard would not let `Authorization` through (a delete, a
+    // summary behind the results token).
+    let allowed = response.headers()["access-control-allow-headers"]
+        .to_str()
+        .expect("ascii")
+        .to_ascii_lowercase();
+    assert!(allowed.contains("authorization"), "{allowed}");
+    let methods = response.headers()["access-control-allow-methods"]
+        .to_str()
+        .expect("ascii");
+    assert!(methods.contains("DELETE"), "{methods}");
 }
 
 #[tokio::test]

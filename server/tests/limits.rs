@@ -112,6 +112,60 @@ async fn connections_past_the_cap_are_told_to_come_back() {
     );
 }
 
+/// A socket from `source` (another loopback address is another network).
+async fn connect_from(source: &str, to: std::net::SocketAddr) -> TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket
+        .bind(format!("{source}:0").parse().expect("address"))
+        .expect("bind");
+    socket.connect(to).await.expect("connect")
+}
+
+#[tokio::test]
+async fn one_networks_silent_sockets_leave_room_for_the_others() {
+    let (address, _db) = server(Config {
+        max_connections: 16,
+        max_connections_per_network: 3,
+        ..common::config()
+    })
+    .await;
+    // 127.0.0.2 holds its three silent sockets; a fourth is closed without a word.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(connect_from("127.0.0.2", address).await);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut fourth = connect_from("127.0.0.2", address).await;
+    let (answer, closed) = read_until_closed(&mut fourth, Duration::from_secs(3)).await;
+    assert!(closed && answer.is_empty(), "{answer:?}");
+
+    // Another network is served as if nothing were going on.
+    let mut honest = connect_from("127.0.0.3", address).await;
+    honest
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut honest, Duration::from_secs(3)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+
+    // Behind a trusted proxy every connection is the proxy's, so no network cap applies.
+    let (proxied, _db) = server(Config {
+        max_connections_per_network: 1,
+        trust_forwarded_for: true,
+        ..common::config()
+    })
+    .await;
+    let _first = connect_from("127.0.0.4", proxied).await;
+    let mut second = connect_from("127.0.0.4", proxied).await;
+    second
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let (answer, _) = read_until_closed(&mut second, Duration::from_secs(3)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    drop(held);
+}
+
 #[tokio::test]
 async fn a_body_that_trickles_gets_408_and_a_declared_giant_gets_413_unread() {
     let (address, t) = server(Config {
@@ -405,7 +459,7 @@ async fn admin_tokens_are_long_and_guesses_run_out() {
         "the right token works and costs no allowance"
     );
     for _ in 0..firsttoken_server::ADMIN_FAILURES_PER_HOUR as usize {
-        assert_eq!(export("a-wrong-guess").await.expect("answer").status(), 403);
+        assert_eq!(export("a-wrong-guess").await.expect("answer").status(), 401);
     }
     let locked = export(common::ADMIN_TOKEN).await.expect("answer");
     assert_eq!(

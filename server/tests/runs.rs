@@ -121,6 +121,53 @@ async fn a_run_is_deleted_only_with_its_token() {
 }
 
 #[tokio::test]
+async fn the_uploaders_own_token_deletes_whichever_copy_was_stored() {
+    use sha2::{Digest, Sha256};
+    for t in common::databases().await {
+        let state = common::state(&t.db);
+        let run = common::example_run();
+        let id = run["run_id"].as_str().expect("id").to_owned();
+        // The browser makes the token and sends only its digest, with every attempt.
+        let token = "f".repeat(64);
+        let digest = format!("{:x}", Sha256::digest(token.as_bytes()));
+        let upload = |digest: &str| {
+            Request::post("/api/v1/runs")
+                .header(header::CONTENT_TYPE, "application/json")
+                .header("x-delete-token-sha256", digest)
+                .body(Body::from(run.to_string()))
+                .expect("request")
+        };
+        let (status, body) = send(&state, upload(&digest)).await;
+        assert_eq!(status, StatusCode::CREATED, "{}: {body}", t.name);
+        assert!(
+            body.get("delete_token").is_none(),
+            "the browser has it: {body}"
+        );
+        // The answer is lost; the second attempt is a repeat, and the token still works.
+        let (status, _) = send(&state, upload(&digest)).await;
+        assert_eq!(status, StatusCode::OK);
+
+        let (status, body) = send(&state, upload("not-a-digest")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("x-delete-token-sha256")),
+            "{body}"
+        );
+
+        let delete = Request::delete(format!("/api/v1/runs/{id}"))
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Body::empty())
+            .expect("request");
+        let (status, body) = send(&state, delete).await;
+        assert_eq!(status, StatusCode::NO_CONTENT, "{}: {body}", t.name);
+        assert_eq!(counts(&state).await, (0, 0), "{}", t.name);
+        t.cleanup().await;
+    }
+}
+
+#[tokio::test]
 async fn a_different_run_under_a_taken_id_is_a_conflict() {
     for t in common::databases().await {
         let state = common::state(&t.db);

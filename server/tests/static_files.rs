@@ -7,7 +7,10 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
     let dist = tempfile::tempdir().expect("dir");
     std::fs::write(
         dist.path().join("index.html"),
-        "<!doctype html><title>firsttoken</title>".repeat(20),
+        format!(
+            "<!doctype html><title>firsttoken</title><script type=\"module\">alert(1)</script>{}",
+            "<p>firsttoken</p>".repeat(20)
+        ),
     )
     .expect("write");
     std::fs::write(
@@ -29,6 +32,21 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
     let index = client.get(format!("{base}/")).send().await.expect("index");
     assert_eq!(index.status(), 200);
     assert_eq!(index.headers()["cache-control"], "no-cache");
+    // Its own scripts only (the inline one by digest), never framed, no referrer.
+    let policy = index.headers()["content-security-policy"]
+        .to_str()
+        .expect("ascii");
+    for directive in [
+        "default-src 'self'",
+        "script-src 'self' 'wasm-unsafe-eval' 'sha256-bhHHL3z2vDgxUt0W3dWQOrprscmda2Y5pLsLg4GF+pI='",
+        "connect-src *",
+        "frame-ancestors 'none'",
+        "object-src 'none'",
+    ] {
+        assert!(policy.contains(directive), "{directive} in {policy}");
+    }
+    assert_eq!(index.headers()["referrer-policy"], "no-referrer");
+    assert_eq!(index.headers()["x-frame-options"], "DENY");
     assert!(
         index
             .text()

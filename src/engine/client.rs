@@ -51,27 +51,27 @@ impl Engine {
     /// message the engine sends goes to `on_message`. `hidden` is the page's visibility now.
     pub fn start(
         plan: Plan,
-        run_id: String,
+        tag: String,
         hidden: bool,
         placement: Placement,
         on_message: impl FnMut(FromEngine) + 'static,
     ) -> Self {
         let handler: Handler = Rc::new(RefCell::new(on_message));
         if placement == Placement::Page {
-            return Self::start_on_page(plan, run_id, hidden, handler);
+            return Self::start_on_page(plan, tag, hidden, handler);
         }
-        match start_worker(plan.clone(), run_id.clone(), hidden, handler.clone()) {
+        match start_worker(plan.clone(), tag.clone(), hidden, handler.clone()) {
             Ok(engine) => engine,
             Err(why) => {
                 web_sys::console::warn_1(&format!("measuring on the page: {why}").into());
-                Self::start_on_page(plan, run_id, hidden, handler)
+                Self::start_on_page(plan, tag, hidden, handler)
             }
         }
     }
 
     /// The same engine on the page's own thread (used where no worker can start, and by
     /// the browser tests).
-    fn start_on_page(plan: Plan, run_id: String, hidden: bool, handler: Handler) -> Self {
+    fn start_on_page(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Self {
         let controls = Controls {
             drawn: Drawn::awaited(),
             ..Controls::default()
@@ -80,7 +80,7 @@ impl Engine {
         controls.visibility.set(hidden, scope.performance().now());
         let run_controls = controls.clone();
         spawn_local(async move {
-            run_plan(&scope, &plan, &run_id, &run_controls, |message| {
+            run_plan(&scope, &plan, &tag, &run_controls, |message| {
                 (handler.borrow_mut())(message)
             })
             .await;
@@ -134,12 +134,7 @@ fn post(worker: &Worker, message: &ToEngine) {
 /// Starts the worker from a small script that loads Trunk's no-modules build of
 /// `engine_worker`. Messages sent before the worker says Ready would be lost, so the plan
 /// is sent in answer to Ready.
-fn start_worker(
-    plan: Plan,
-    run_id: String,
-    hidden: bool,
-    handler: Handler,
-) -> Result<Engine, String> {
+fn start_worker(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Result<Engine, String> {
     let document = web_sys::window()
         .and_then(|w| w.document())
         .ok_or("no document")?;
@@ -163,16 +158,16 @@ fn start_worker(
     let worker = Worker::new(&url).map_err(|e| crate::browser::js_error_text(&e))?;
     let _ = Url::revoke_object_url(&url);
 
-    let pending = RefCell::new(Some((plan, run_id)));
+    let pending = RefCell::new(Some((plan, tag)));
     let on_message = {
         let worker = worker.clone();
         let handler = handler.clone();
         Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
             match from_js::<FromEngine>(event.data()) {
                 Ok(FromEngine::Ready) => {
-                    if let Some((plan, run_id)) = pending.borrow_mut().take() {
+                    if let Some((plan, tag)) = pending.borrow_mut().take() {
                         post(&worker, &ToEngine::Visibility { hidden });
-                        post(&worker, &ToEngine::Start { plan, run_id });
+                        post(&worker, &ToEngine::Start { plan, tag });
                     }
                 }
                 Ok(message) => (handler.borrow_mut())(message),

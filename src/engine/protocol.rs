@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 /// From the page to the engine.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum ToEngine {
-    /// Run `plan`; `run_id` tags requests when the plan asks for a run tag.
-    Start { plan: Plan, run_id: String },
+    /// Run `plan`; `tag` marks its requests when the plan asks for a run tag, and numbers
+    /// its fresh host names. It is random and is not the run id: a target that learned the
+    /// run id could upload a record of its own under it first.
+    Start { plan: Plan, tag: String },
     /// Stop: in-flight requests are aborted (and recorded as such), nothing new starts.
     Cancel,
     /// The page became hidden or visible (browsers throttle hidden pages).

@@ -20,8 +20,8 @@ use js_sys::{Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    AbortController, Headers, Performance, ReadableStreamDefaultReader, RequestCache, RequestInit,
-    Response,
+    AbortController, Headers, Performance, ReadableStreamDefaultReader, RequestCache,
+    RequestCredentials, RequestInit, Response,
 };
 
 use super::control::{Cancel, InFlight, Visibility, VisibilityMark};
@@ -44,6 +44,10 @@ pub struct RequestSpec {
     pub timeout_ms: u32,
     /// Nothing received for this long ends the request as stalled.
     pub stall_ms: Option<u32>,
+    /// Send the page's cookies, to the page's own origin only ([`TargetPlan::send_cookies`]).
+    ///
+    /// [`TargetPlan::send_cookies`]: firsttoken_core::plan::TargetPlan::send_cookies
+    pub send_cookies: bool,
 }
 
 /// A finished request.
@@ -205,10 +209,17 @@ struct StampedBody {
     recorder: StreamRecorder,
     unparsed: Vec<(f64, Vec<u8>)>,
     unparsed_bytes: usize,
+    /// The body is not an event stream where one was expected: it is counted (first
+    /// byte, length) and dropped, never parsed.
+    not_a_stream: bool,
 }
 
 impl StampedBody {
     fn push(&mut self, t: f64, chunk: &Uint8Array) {
+        if self.not_a_stream {
+            self.recorder.on_unparsed_chunk(t, chunk.length() as usize);
+            return;
+        }
         let bytes = chunk.to_vec();
         self.unparsed_bytes += bytes.len();
         self.unparsed.push((t, bytes));
@@ -305,12 +316,20 @@ pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext
         // every cross-origin request would pay a preflight round trip the app does not.
         init.set_cache(RequestCache::NoStore);
     }
+    // No cookie goes anywhere unless the plan asks, and then only to the page's origin.
+    init.set_credentials(if spec.send_cookies {
+        RequestCredentials::SameOrigin
+    } else {
+        RequestCredentials::Omit
+    });
     if let Ok(headers) = Headers::new() {
-        if spec.body.is_some() {
-            let _ = headers.set("content-type", "application/json");
-        }
         for (name, value) in &spec.headers {
             let _ = headers.set(name, value);
+        }
+        // Set last, so no header of the plan can replace it (`Plan::validate` refuses one
+        // too): a text/plain POST would go out without a CORS preflight.
+        if spec.body.is_some() {
+            let _ = headers.set("content-type", "application/json");
         }
         init.set_headers(&headers);
     }
@@ -371,6 +390,7 @@ pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext
                 .with_timings_pointer(spec.timings_pointer.clone()),
             unparsed: Vec::new(),
             unparsed_bytes: 0,
+            not_a_stream: false,
         },
         measured: Measured {
             sample: Sample::default(),
@@ -445,6 +465,8 @@ impl Prepared {
             content_type: header("content-type").unwrap_or_default(),
             headers_ms,
         };
+        self.body.not_a_stream =
+            at.phase.streams() && !outcome::is_event_stream(&head.content_type);
         self.measured.demo = header(DEMO_HEADER).is_some();
         self.measured.client_port = header(CLIENT_PORT_HEADER).and_then(|p| p.trim().parse().ok());
         if head.status == 429 {

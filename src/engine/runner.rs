@@ -25,11 +25,12 @@ pub struct Controls {
 }
 
 /// Runs `plan`, sending every [`FromEngine`] message to `emit` (samples as they finish,
-/// progress, and at last [`FromEngine::Finished`]). Returns the samples too.
+/// progress, and at last [`FromEngine::Finished`]). Returns the samples too. `tag` is the
+/// run's random tag ([`crate::engine::ToEngine::Start`]), never its run id.
 pub async fn run_plan(
     scope: &Scope,
     plan: &Plan,
-    run_id: &str,
+    tag: &str,
     controls: &Controls,
     mut emit: impl FnMut(FromEngine),
 ) -> Vec<Sample> {
@@ -50,10 +51,10 @@ pub async fn run_plan(
         demo: vec![false; plan.targets.len()],
         rotation: vec![0; plan.targets.len()],
         connections: ConnectionLog::default(),
-        fresh_base: fresh_base(run_id),
+        fresh_base: fresh_base(tag),
         fresh_count: 0,
-        bodies: bodies(plan, run_id),
-        headers: headers(plan, run_id),
+        bodies: bodies(plan, tag),
+        headers: headers(plan, tag),
         total: plan.total_requests() as u32,
         last_end: run_start,
         drawn: controls.drawn.clone(),
@@ -140,8 +141,8 @@ pub async fn run_plan(
 /// Where a run's fresh host names are numbered from: a number unique to the run, so a
 /// second run within the browser's idle-socket lifetime does not find old connections.
 /// Fresh request `i` (from 1) goes to `{n}` = base + i.
-pub fn fresh_base(run_id: &str) -> u64 {
-    u64::from_str_radix(&run_id[..6.min(run_id.len())], 16).unwrap_or(0) * 1000
+pub fn fresh_base(tag: &str) -> u64 {
+    u64::from_str_radix(&tag[..6.min(tag.len())], 16).unwrap_or(0) * 1000
 }
 
 /// The headers a request of `phase` carries. A probe is a plain GET with none: any header
@@ -244,6 +245,7 @@ impl Runner<'_> {
             timings_pointer: target.timings_pointer.clone(),
             timeout_ms: self.plan.timeout_ms,
             stall_ms: self.plan.stall_timeout_ms,
+            send_cookies: target.send_cookies,
         }
     }
 
@@ -371,7 +373,7 @@ impl Runner<'_> {
 }
 
 /// Each target's scenario bodies, with the run tag added when the plan puts it in the body.
-fn bodies(plan: &Plan, run_id: &str) -> Vec<Vec<String>> {
+fn bodies(plan: &Plan, tag: &str) -> Vec<Vec<String>> {
     plan.targets
         .iter()
         .map(|target| {
@@ -382,7 +384,7 @@ fn bodies(plan: &Plan, run_id: &str) -> Vec<Vec<String>> {
                     Some(RunTag::BodyField(field)) => {
                         match serde_json::from_str::<serde_json::Value>(&scenario.body) {
                             Ok(serde_json::Value::Object(mut object)) => {
-                                object.insert(field.clone(), run_id.into());
+                                object.insert(field.clone(), tag.into());
                                 serde_json::Value::Object(object).to_string()
                             }
                             _ => scenario.body.clone(),
@@ -396,7 +398,7 @@ fn bodies(plan: &Plan, run_id: &str) -> Vec<Vec<String>> {
 }
 
 /// Each target's headers, with the run tag added when the plan puts it in a header.
-fn headers(plan: &Plan, run_id: &str) -> Vec<Vec<(String, String)>> {
+fn headers(plan: &Plan, tag: &str) -> Vec<Vec<(String, String)>> {
     plan.targets
         .iter()
         .map(|target| {
@@ -406,7 +408,7 @@ fn headers(plan: &Plan, run_id: &str) -> Vec<Vec<(String, String)>> {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             if let Some(RunTag::Header(name)) = &plan.run_tag {
-                headers.push((name.clone(), run_id.to_owned()));
+                headers.push((name.clone(), tag.to_owned()));
             }
             headers
         })
@@ -420,7 +422,7 @@ mod tests {
 
     use super::*;
 
-    const RUN_ID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+    const TAG: &str = "0f8fad5bd9cb469fa16570867728950e";
 
     fn plan(tag: Option<RunTag>) -> Plan {
         let mut target = TargetPlan::new(
@@ -439,12 +441,12 @@ mod tests {
 
     #[test]
     fn a_body_run_tag_is_a_top_level_field() {
-        let bodies = bodies(&plan(Some(RunTag::BodyField("user".into()))), RUN_ID);
+        let bodies = bodies(&plan(Some(RunTag::BodyField("user".into()))), TAG);
         let body: serde_json::Value = serde_json::from_str(&bodies[0][0]).expect("JSON");
-        assert_eq!(body["user"], RUN_ID);
+        assert_eq!(body["user"], TAG);
         assert_eq!(body["model"], "m");
         assert_eq!(
-            headers(&plan(Some(RunTag::BodyField("user".into()))), RUN_ID)[0].len(),
+            headers(&plan(Some(RunTag::BodyField("user".into()))), TAG)[0].len(),
             1
         );
     }
@@ -452,7 +454,7 @@ mod tests {
     #[test]
     fn probes_carry_no_headers_and_other_requests_all_of_them() {
         let plan = plan(Some(RunTag::Header("X-Benchmark-Run".into())));
-        let headers = headers(&plan, RUN_ID);
+        let headers = headers(&plan, TAG);
         assert_eq!(request_headers(Phase::Probe, &headers[0]), Vec::new());
         for phase in [Phase::Warmup, Phase::Steady, Phase::Fresh, Phase::Cold] {
             assert_eq!(request_headers(phase, &headers[0]).len(), 2, "{phase:?}");
@@ -461,21 +463,21 @@ mod tests {
 
     #[test]
     fn fresh_numbers_are_unique_to_the_run() {
-        assert_eq!(fresh_base(RUN_ID), 0x0f8fad * 1000);
+        assert_eq!(fresh_base(TAG), 0x0f8fad * 1000);
         assert_ne!(
-            fresh_base(RUN_ID),
-            fresh_base("1f8fad5b-d9cb-469f-a165-70867728950e")
+            fresh_base(TAG),
+            fresh_base("1f8fad5bd9cb469fa16570867728950e")
         );
     }
 
     #[test]
     fn a_header_run_tag_joins_the_targets_headers() {
         let plan = plan(Some(RunTag::Header("X-Benchmark-Run".into())));
-        let headers = headers(&plan, RUN_ID);
-        assert!(headers[0].contains(&("X-Benchmark-Run".to_owned(), RUN_ID.to_owned())));
+        let headers = headers(&plan, TAG);
+        assert!(headers[0].contains(&("X-Benchmark-Run".to_owned(), TAG.to_owned())));
         assert!(headers[0].contains(&("Authorization".to_owned(), "Bearer benchmark".to_owned())));
         assert_eq!(
-            bodies(&plan, RUN_ID)[0][0],
+            bodies(&plan, TAG)[0][0],
             r#"{"model":"m"}"#,
             "the body is sent as written"
         );

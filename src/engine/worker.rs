@@ -53,10 +53,10 @@ pub fn serve() {
         let post = post.clone();
         Closure::<dyn FnMut(MessageEvent)>::new(move |event: MessageEvent| {
             match from_js::<ToEngine>(event.data()) {
-                Ok(ToEngine::Start { plan, run_id }) => {
+                Ok(ToEngine::Start { plan, tag }) => {
                     let (scope, controls, post) = (scope.clone(), controls.clone(), post.clone());
                     spawn_local(async move {
-                        run_plan(&scope, &plan, &run_id, &controls, post).await;
+                        run_plan(&scope, &plan, &tag, &controls, post).await;
                     });
                 }
                 Ok(ToEngine::Cancel) => controls.cancel.cancel(),

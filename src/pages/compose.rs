@@ -477,6 +477,7 @@ async fn check_fresh_url(
         timings_pointer: None,
         timeout_ms: 30_000,
         stall_ms: None,
+        send_cookies: false,
     };
     let context = RunContext {
         run_start: scope.performance().now(),

@@ -1,6 +1,10 @@
 //! The operator's results page: the crowd's numbers from the collector, grouped and
 //! filtered, each percentile with its 95% interval and the counts behind it, a
 //! distribution curve per group, and a before/after view of two versions of a target.
+//!
+//! A collector started with `--results-token` answers only those who send it: the page
+//! then asks for it once and keeps it in `sessionStorage`, so it is gone when the browser
+//! session ends and never reaches another site.
 
 use firsttoken_core::NetworkLabel;
 use firsttoken_core::Phase;
@@ -10,7 +14,7 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 
 use crate::browser;
-use crate::collector;
+use crate::collector::{self, SummaryError};
 use crate::components::cdf_chart::{CdfChart, Series};
 use crate::engine::Scope;
 use crate::format;
@@ -21,6 +25,30 @@ enum Answer {
     Waiting,
     Loaded(Summary),
     Failed(String),
+    /// The collector wants the results token (none was given, or not the right one).
+    NeedsToken(String),
+}
+
+/// Where the results token is kept for the browser session.
+const TOKEN_KEY: &str = "firsttoken.results-token";
+
+fn session_storage() -> Option<web_sys::Storage> {
+    web_sys::window()?.session_storage().ok().flatten()
+}
+
+/// The results token given earlier in this browser session.
+fn results_token() -> Option<String> {
+    session_storage()?
+        .get_item(TOKEN_KEY)
+        .ok()
+        .flatten()
+        .filter(|t| !t.is_empty())
+}
+
+fn keep_results_token(token: &str) {
+    if let Some(storage) = session_storage() {
+        let _ = storage.set_item(TOKEN_KEY, token);
+    }
 }
 
 /// `key=value&…`, values encoded.
@@ -38,9 +66,12 @@ fn fetch_summary(query: String, answer: RwSignal<Answer>) {
     spawn_local(async move {
         let url = format!("{}{}", browser::page_origin(), collector::SUMMARY_PATH);
         answer.set(
-            match collector::summary(&Scope::current(), &url, &query).await {
+            match collector::summary(&Scope::current(), &url, &query, results_token().as_deref())
+                .await
+            {
                 Ok(summary) => Answer::Loaded(summary),
-                Err(message) => Answer::Failed(message),
+                Err(SummaryError::NeedsToken(message)) => Answer::NeedsToken(message),
+                Err(SummaryError::Other(message)) => Answer::Failed(message),
             },
         );
     });
@@ -215,6 +246,7 @@ pub fn ResultsPage() -> impl IntoView {
             {move || match answer.get() {
                 Answer::Waiting => view! { <p class="status">"Asking the collector…"</p> }.into_any(),
                 Answer::Failed(message) => view! { <p class="error" role="alert" data-testid="results-error">{message}</p> }.into_any(),
+                Answer::NeedsToken(message) => view! { <TokenForm message=message on_token=Callback::new(move |()| load()) /> }.into_any(),
                 Answer::Loaded(summary) if summary.groups.is_empty() => view! {
                     <p class="status" data-testid="results-empty">
                         {if include_demo.get_untracked() {
@@ -228,6 +260,35 @@ pub fn ResultsPage() -> impl IntoView {
             }}
         </section>
         <CompareVersions />
+    }
+}
+
+/// Asks for the results token; `on_token` runs once it is kept.
+#[component]
+fn TokenForm(message: String, on_token: Callback<()>) -> impl IntoView {
+    let token = RwSignal::new(String::new());
+    let had_one = results_token().is_some();
+    view! {
+        <form class="setup" data-testid="results-token-form" on:submit=move |ev: leptos::ev::SubmitEvent| {
+            ev.prevent_default();
+            keep_results_token(token.get_untracked().trim());
+            on_token.run(());
+        }>
+            <p class="status wide">
+                {if had_one {
+                    format!("The collector did not accept that token ({message}).")
+                } else {
+                    "This collector shows its results only to those who have its results token. Ask its operator for it; this page keeps it until you close the browser.".to_owned()
+                }}
+            </p>
+            <label class="wide">
+                <span>"Results token"</span>
+                <input type="password" autocomplete="off" data-testid="results-token" bind:value=token />
+            </label>
+            <div class="actions wide">
+                <button type="submit" class="primary" data-testid="results-token-submit">"Show the results"</button>
+            </div>
+        </form>
     }
 }
 
@@ -376,7 +437,7 @@ fn CompareVersions() -> impl IntoView {
         }
         let summary = match split_answer.get() {
             Answer::Loaded(summary) => summary,
-            Answer::Failed(message) => {
+            Answer::Failed(message) | Answer::NeedsToken(message) => {
                 return view! { <p class="error" role="alert">{message}</p> }.into_any();
             }
             Answer::Waiting => {

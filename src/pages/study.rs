@@ -208,6 +208,7 @@ fn StudyView(study: Study) -> impl IntoView {
         })
         .collect();
     let others: Vec<String> = targets.iter().skip(1).map(|(l, _)| l.clone()).collect();
+    let hosts = plan.hosts().join(", ");
     let phases = plan
         .phases
         .iter()
@@ -223,20 +224,16 @@ fn StudyView(study: Study) -> impl IntoView {
     let upload = {
         let (title, collector_url) = (study.title.clone(), collector_url.clone());
         Callback::new(move |run: Run| {
-            let entry = Entry {
-                run_id: run.run_id.clone(),
-                title: title.clone(),
-                collector: collector_url.clone(),
-                record: serde_json::to_string(&run).unwrap_or_default(),
-                state: State::Pending,
-                attempts: 0,
-                last_error: None,
-                saved_at_ms: js_sys::Date::now(),
-            };
+            let entry = Entry::new(
+                run.run_id.clone(),
+                title.clone(),
+                collector_url.clone(),
+                serde_json::to_string(&run).unwrap_or_default(),
+            );
             spawn_local(async move {
                 if let Err(why) = Uploads::get().add(entry).await {
                     save_problem.set(Some(format!(
-                        "The results could not be kept for upload: {why}"
+                        "The results could not be kept on this device ({why}). They are being sent now; keep this page open until they are."
                     )));
                 }
             });
@@ -321,6 +318,10 @@ fn StudyView(study: Study) -> impl IntoView {
                         {(!others.is_empty()).then(|| view! {
                             <p class="status">{format!("Compared with: {}.", targets.iter().skip(1).map(|(l, o)| format!("{l} ({o})")).collect::<Vec<_>>().join(", "))}</p>
                         })}
+                        <p class="status" data-testid="hosts">
+                            {format!("This browser sends requests to {hosts}, and nowhere else")}
+                            {format!(" (the results go to {} only if you agree below).", collector_host.get_value())}
+                        </p>
                         <p class="status">"You can cancel at any time; what finished is kept."</p>
                     </div>
                     <div>
@@ -452,6 +453,9 @@ fn StudyView(study: Study) -> impl IntoView {
                                     }.into_any(),
                                     State::Refused { reason } => view! {
                                         <span class="error" data-testid="upload-refused">{format!("The collector did not accept the results: {reason}")}</span>
+                                    }.into_any(),
+                                    State::Deleted => view! {
+                                        <span class="status" data-testid="upload-deleted">"Sent, then deleted from the collector at your request."</span>
                                     }.into_any(),
                                 },
                             }

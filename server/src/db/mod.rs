@@ -35,8 +35,9 @@ macro_rules! with_pool {
 /// What storing a run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stored {
-    /// The run is new and now stored; the token deletes it.
-    Created { delete_token: String },
+    /// The run is new and now stored. The token that deletes it, when the collector made
+    /// one; `None` when the uploader chose the token and sent only its digest.
+    Created { delete_token: Option<String> },
     /// The same run was stored before; nothing was written.
     AlreadyStored,
     /// A different record was stored under this id before; nothing was written.
@@ -129,6 +130,29 @@ impl Db {
         }
     }
 
+    /// Bytes the stored data takes: the SQLite file's pages in use, or the PostgreSQL
+    /// tables with their indexes.
+    pub async fn storage_bytes(&self) -> anyhow::Result<u64> {
+        let bytes: i64 = match self {
+            Db::Sqlite(pool) => {
+                sqlx::query_scalar(
+                    "SELECT (SELECT page_count FROM pragma_page_count()) * (SELECT page_size FROM pragma_page_size())",
+                )
+                .fetch_one(pool)
+                .await?
+            }
+            Db::Postgres(pool) => {
+                sqlx::query_scalar(
+                    "SELECT (COALESCE(pg_total_relation_size(to_regclass('runs')), 0) \
+                     + COALESCE(pg_total_relation_size(to_regclass('samples')), 0))::BIGINT",
+                )
+                .fetch_one(pool)
+                .await?
+            }
+        };
+        Ok(bytes.max(0) as u64)
+    }
+
     /// Whether the database answers.
     pub async fn healthy(&self) -> bool {
         with_pool!(self, |pool| sqlx::query("SELECT 1")
@@ -137,16 +161,25 @@ impl Db {
             .is_ok())
     }
 
-    /// Stores a validated run, once. `record` is its JSON serialization.
+    /// Stores a validated run, once. `record` is its JSON serialization;
+    /// `delete_token_sha256` is the digest of the uploader's own delete token (lowercase
+    /// hex), or `None` for the collector to make a token and answer with it.
     pub async fn insert_run(
         &self,
         run: &Run,
         record: &str,
         received_at_ms: i64,
+        delete_token_sha256: Option<&str>,
     ) -> anyhow::Result<Stored> {
         let sha = sha256_hex(record.as_bytes());
-        let delete_token = random_token()?;
-        let token_sha = sha256_hex(delete_token.as_bytes());
+        let (delete_token, token_sha) = match delete_token_sha256 {
+            Some(digest) => (None, digest.to_owned()),
+            None => {
+                let token = random_token()?;
+                let digest = sha256_hex(token.as_bytes());
+                (Some(token), digest)
+            }
+        };
         let main = run.main_target();
         let inserted = with_pool!(self, |pool| {
             let mut tx = pool.begin().await?;

@@ -3,73 +3,28 @@
 //! `POST /api/v1/admin/purge`.
 
 use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::time::Instant;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Extension, Json, Router};
-use sha2::{Digest, Sha256};
+use axum::{Json, Router};
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::runs::bearer;
+use super::access::{self, Access, Peer};
 use super::selection::{self, Format, Purpose};
 use firsttoken_core::export::csv_field;
 
 use crate::AppState;
-use crate::db::{ExportRow, constant_time_eq};
+use crate::db::ExportRow;
 use crate::error::AppError;
-use crate::limit::Prefix;
-
-type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
 
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/export", get(export))
         .route("/api/v1/admin/purge", post(purge))
-}
-
-/// Lets the request through with the admin token. The comparison is of SHA-256 digests,
-/// so neither its time nor its outcome says anything about the token's length; a network
-/// that keeps guessing wrong is refused for a while ([`crate::ADMIN_FAILURES_PER_HOUR`]).
-fn require_admin(state: &AppState, headers: &HeaderMap, peer: &Peer) -> Result<(), AppError> {
-    let Some(expected) = &state.config.admin_token else {
-        return Err(AppError::Forbidden(
-            "bulk export and purge are off: start the server with --admin-token (FIRSTTOKEN_ADMIN_TOKEN)".into(),
-        ));
-    };
-    let Some(token) = bearer(headers) else {
-        return Err(AppError::Forbidden(
-            "send the admin token as Authorization: Bearer <token>".into(),
-        ));
-    };
-    let peer = peer.as_ref().map(|Extension(ConnectInfo(p))| *p);
-    let prefix = state.client_address(headers, peer).map(Prefix::from);
-    let now = Instant::now();
-    // Wrong guesses use up the allowance; once it is gone even the right token waits,
-    // so a guesser learns nothing from the answers.
-    if let Some(prefix) = prefix {
-        state
-            .admin_failures
-            .take(prefix, 1.0, now)
-            .map_err(|retry| AppError::TooManyRequests {
-                retry_after: retry.0,
-            })?;
-    }
-    let digest = |t: &str| Sha256::digest(t.as_bytes());
-    if constant_time_eq(&digest(token), &digest(expected.expose())) {
-        if let Some(prefix) = prefix {
-            state.admin_failures.give_back(prefix, 1.0);
-        }
-        Ok(())
-    } else {
-        tracing::warn!("a request with a wrong admin token");
-        Err(AppError::Forbidden("that is not the admin token".into()))
-    }
 }
 
 async fn export(
@@ -78,7 +33,7 @@ async fn export(
     peer: Peer,
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
-    require_admin(&state, &headers, &peer)?;
+    access::require(&state, &headers, &peer, Access::Admin)?;
     let selection = selection::parse(&params, Purpose::Export)?;
     let format = selection.format.unwrap_or(Format::Ndjson);
     let (tx, rx) = tokio::sync::mpsc::channel::<ExportRow>(256);
@@ -168,7 +123,7 @@ async fn purge(
     peer: Peer,
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<serde_json::Value>, AppError> {
-    require_admin(&state, &headers, &peer)?;
+    access::require(&state, &headers, &peer, Access::Admin)?;
     let selection = selection::parse(&params, Purpose::Purge)?;
     if !selection.filter.is_narrow() {
         return Err(AppError::BadRequest(

@@ -1,5 +1,6 @@
 //! The collector's HTTP API under `/api/v1`, and the operations endpoints.
 
+pub mod access;
 pub mod admin;
 pub mod ops;
 pub mod runs;

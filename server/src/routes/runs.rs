@@ -1,4 +1,5 @@
-//! `POST /api/v1/runs` stores a run once and answers with a delete token;
+//! `POST /api/v1/runs` stores a run once, with the digest of the uploader's delete token
+//! (or answers with a token it made);
 //! `GET /api/v1/runs/{id}` returns it; `DELETE /api/v1/runs/{id}` with the token removes it;
 //! `GET /api/v1/ping` answers the engine's round-trip probes.
 
@@ -19,6 +20,7 @@ use serde::Serialize;
 use crate::AppState;
 use crate::db::{Deleted, Stored};
 use crate::error::AppError;
+use crate::limit::Prefix;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -41,12 +43,20 @@ struct StoredRun {
     /// Where the stored run can be read.
     url: String,
     /// Deletes the run (`DELETE url` with `Authorization: Bearer <token>`). Given once, with
-    /// the upload that stored the run: a repeated upload is answered without it, since
-    /// anyone who can read a run could upload it again.
+    /// the upload that stored the run, and only when the collector made the token (the
+    /// upload sent no [`DELETE_TOKEN_SHA256`]): a repeated upload is answered without it,
+    /// since anyone who can read a run could upload it again.
+    #[serde(skip_serializing_if = "Option::is_none")]
     delete_token: Option<String>,
 }
 
 type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
+
+/// The client's network, for budgets.
+fn client_prefix(state: &AppState, headers: &HeaderMap, peer: &Peer) -> Option<Prefix> {
+    let peer = peer.as_ref().map(|Extension(ConnectInfo(p))| *p);
+    state.client_address(headers, peer).map(Prefix::from)
+}
 
 /// Counts one request against the address's allowance.
 fn rate_limit(state: &AppState, headers: &HeaderMap, peer: &Peer) -> Result<(), AppError> {
@@ -81,26 +91,87 @@ async fn store(
     peer: &Peer,
     body: Body,
 ) -> Result<Response, AppError> {
-    // Both checks come before a byte of the body is read.
-    crate::body::check_declared_size(headers, state.config.max_body_bytes)?;
+    let max_body = state.config.max_body_bytes;
+    // The size, the rate and the byte budget are checked before a byte of the body is
+    // read. Without a declared length the largest allowed body is taken from the budget,
+    // and what was not sent is given back after reading.
+    crate::body::check_declared_size(headers, max_body)?;
+    let token_digest = delete_token_digest(headers)?;
     rate_limit(state, headers, peer)?;
+    let prefix = client_prefix(state, headers, peer);
+    let now = std::time::Instant::now();
+    let reserved = crate::body::declared_size(headers).unwrap_or(max_body as u64) as f64;
+    if let (Some(budget), Some(prefix)) = (&state.bytes_budget, prefix) {
+        budget
+            .take(prefix, reserved, now)
+            .map_err(|retry| AppError::OverBudget {
+                what: "upload bytes (--upload-bytes-per-hour)",
+                retry_after: retry.0,
+            })?;
+    }
     let body = crate::body::read(
         body,
         headers,
-        state.config.max_body_bytes,
+        max_body,
         Duration::from_secs(state.config.body_read_timeout_secs),
     )
     .await?;
+    if let (Some(budget), Some(prefix)) = (&state.bytes_budget, prefix) {
+        budget.give_back(prefix, (reserved - body.len() as f64).max(0.0));
+    }
     let run = parse_run(&body)?;
     run.validate().map_err(|e| AppError::Invalid {
         message: e.to_string(),
         field: Some(e.field),
     })?;
+    for (i, target) in run.targets.iter().enumerate() {
+        if !state.config.accepts_target_origin(&target.origin) {
+            return Err(AppError::Invalid {
+                field: Some(format!("targets[{i}].origin")),
+                message: format!(
+                    "this collector accepts runs for {} only, not {}",
+                    state.config.accept_target_origins.join(", "),
+                    target.origin
+                ),
+            });
+        }
+    }
+    let samples = run.samples.len() as f64;
+    if let (Some(budget), Some(prefix)) = (&state.samples_budget, prefix) {
+        let per_hour = state.config.samples_per_hour;
+        if samples > per_hour as f64 {
+            return Err(AppError::Invalid {
+                field: Some("samples".into()),
+                message: format!(
+                    "the run has {samples} samples; this collector accepts at most {per_hour} per network an hour"
+                ),
+            });
+        }
+        budget
+            .take(prefix, samples, now)
+            .map_err(|retry| AppError::OverBudget {
+                what: "samples (--samples-per-hour)",
+                retry_after: retry.0,
+            })?;
+    }
+    let give_back_samples = || {
+        if let (Some(budget), Some(prefix)) = (&state.samples_budget, prefix) {
+            budget.give_back(prefix, samples);
+        }
+    };
+    if let Err(e) = state.check_storage(body.len() as u64).await {
+        give_back_samples();
+        return Err(e);
+    }
     // Stored is what the collector itself writes, not the client's bytes: the same run
     // always gives the same record, whatever whitespace or key order the client used.
     let record = serde_json::to_string(&run).map_err(anyhow::Error::from)?;
     let url = format!("/api/v1/runs/{}", run.run_id);
-    let (status, delete_token) = match state.db.insert_run(&run, &record, now_ms()).await? {
+    let (status, delete_token) = match state
+        .db
+        .insert_run(&run, &record, now_ms(), token_digest.as_deref())
+        .await?
+    {
         Stored::Created { delete_token } => {
             state.metrics.upload_accepted();
             tracing::info!(
@@ -109,13 +180,15 @@ async fn store(
                 demo = run.main_target().demo,
                 "run stored"
             );
-            (StatusCode::CREATED, Some(delete_token))
+            (StatusCode::CREATED, delete_token)
         }
         Stored::AlreadyStored => {
+            give_back_samples();
             state.metrics.upload_repeated();
             (StatusCode::OK, None)
         }
         Stored::IdTaken => {
+            give_back_samples();
             return Err(AppError::Conflict(format!(
                 "a different run is already stored under run_id {}",
                 run.run_id
@@ -132,6 +205,31 @@ async fn store(
         }),
     )
         .into_response())
+}
+
+/// The header with the digest of the uploader's own delete token. A browser makes the
+/// token before the first attempt and keeps it with the run, so whichever attempt is
+/// stored (a `keepalive` send as the page went away, a retry after a lost answer, a
+/// second tab), the token it holds deletes the run.
+pub const DELETE_TOKEN_SHA256: &str = "x-delete-token-sha256";
+
+/// The digest sent in [`DELETE_TOKEN_SHA256`], when one is: 64 hex digits, lowercased.
+fn delete_token_digest(headers: &HeaderMap) -> Result<Option<String>, AppError> {
+    let Some(value) = headers.get(DELETE_TOKEN_SHA256) else {
+        return Ok(None);
+    };
+    let digest = value
+        .to_str()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    if digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(Some(digest))
+    } else {
+        Err(AppError::BadRequest(format!(
+            "{DELETE_TOKEN_SHA256} must be the SHA-256 of the delete token as 64 hex digits"
+        )))
+    }
 }
 
 /// Parses an upload: not JSON at all is a 400; JSON of the wrong shape is a 422 naming

@@ -10,6 +10,8 @@
 //! - answers are kept for [`CACHE_FOR`] under the normalised query (parameters sorted),
 //!   so the same question asked many times is computed once.
 //!
+//! With `--results-token` only those who send it (or the admin token) read summaries.
+//!
 //! The smallest group that gets percentiles is the server's `--min-samples`; a query
 //! may raise it, never lower it.
 
@@ -20,11 +22,12 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use tokio::sync::Semaphore;
 
+use super::access::{self, Access, Peer};
 use super::selection::{self, Purpose};
 use crate::AppState;
 use crate::error::AppError;
@@ -89,8 +92,11 @@ pub fn router() -> Router<AppState> {
 
 async fn summary(
     State(state): State<AppState>,
+    headers: HeaderMap,
+    peer: Peer,
     Query(mut params): Query<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
+    access::require(&state, &headers, &peer, Access::Read)?;
     let selection = selection::parse(&params, Purpose::Summary)?;
     let floor = state.config.min_samples;
     let min_samples = selection

@@ -1,0 +1,92 @@
+//! What the collector benchmarks share: runs that look like a crowd's, and a database
+//! filled with them.
+
+use std::time::Instant;
+
+use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::schema::NetworkLabel;
+use firsttoken_core::stats::SplitMix64;
+use firsttoken_core::{Phase, Run, Sample};
+use firsttoken_server::Db;
+
+pub const SAMPLES_PER_RUN: u32 = 100;
+
+/// The example run, turned into a 100-sample steady run.
+pub fn template() -> anyhow::Result<Run> {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../core/schema/example-run.v1.json");
+    let mut run: Run = serde_json::from_slice(&std::fs::read(path)?)?;
+    run.targets[0].demo = false;
+    let sample = run.samples[0].clone();
+    run.samples = (0..SAMPLES_PER_RUN)
+        .map(|i| Sample {
+            index: i,
+            ..sample.clone()
+        })
+        .collect();
+    run.plan.phases = vec![PhasePlan::Steady {
+        requests: SAMPLES_PER_RUN,
+    }];
+    Ok(run)
+}
+
+/// Run `n`: a fresh id, a network, a browser and a version, and TTFTs drawn around a
+/// network-dependent median.
+pub fn varied(template: &Run, n: u64) -> Run {
+    let mut run = template.clone();
+    let mut rng = SplitMix64::new(n);
+    run.run_id = format!(
+        "{:08x}-0000-4000-8000-{:012x}",
+        n >> 48,
+        n & 0xffff_ffff_ffff
+    );
+    run.client.network = NetworkLabel::ALL[(n % 6) as usize];
+    run.client.browser =
+        Some(["Chrome", "Safari", "Firefox", "Edge"][(n / 6 % 4) as usize].to_owned());
+    run.targets[0].version = Some(format!("v{}", n % 3));
+    let base = 250.0 + 100.0 * (n % 6) as f64;
+    for s in &mut run.samples {
+        let ttft = base + (rng.next_u64() % 400) as f64;
+        s.phase = Phase::Steady;
+        s.ttft_any_ms = Some(ttft);
+        s.ttft_ms = Some(ttft);
+        s.last_token_ms = Some(ttft + 900.0);
+        s.e2e_ms = Some(ttft + 910.0);
+    }
+    run
+}
+
+/// Stores runs until the database holds `samples` samples, straight through the
+/// storage layer (the benchmarks measure the upload path on their own).
+pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
+    let start = Instant::now();
+    let have = db.count(firsttoken_server::db::Table::Samples).await? as u64;
+    let runs = samples
+        .saturating_sub(have)
+        .div_ceil(u64::from(SAMPLES_PER_RUN));
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..4u64 {
+        let (db, template) = (db.clone(), template.clone());
+        tasks.spawn(async move {
+            let mut n = (1u64 << 40) + worker;
+            for _ in 0..runs.div_ceil(4) {
+                let run = varied(&template, n);
+                n += 4;
+                let record = serde_json::to_string(&run)?;
+                db.insert_run(&run, &record, 1_796_000_000_000, None)
+                    .await?;
+            }
+            anyhow::Ok(())
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done??;
+    }
+    let total = db.count(firsttoken_server::db::Table::Samples).await?;
+    println!(
+        "  ({} now holds {total} samples; filling took {:.0} s)",
+        db.backend(),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
