@@ -52,7 +52,7 @@ pub fn screenshot_dir() -> PathBuf {
 pub struct TestServer {
     pub address: SocketAddr,
     pub db: Db,
-    static_dir: Option<PathBuf>,
+    config: Config,
     /// The server's counters, kept across [`TestServer::stop`] and `resume`: TCP
     /// connections accepted so far.
     metrics: Arc<Metrics>,
@@ -64,6 +64,11 @@ pub struct TestServer {
 impl TestServer {
     /// The whole server: the built app, the demo target and the collector.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(|_| {}).await
+    }
+
+    /// The whole server, with its test settings changed by `edit`.
+    pub async fn start_with(edit: impl FnOnce(&mut Config)) -> anyhow::Result<Self> {
         let dist = workspace_root().join("dist");
         if !dist.join("index.html").is_file() {
             bail!(
@@ -71,15 +76,17 @@ impl TestServer {
                 dist.display()
             );
         }
-        Self::with(Some(dist)).await
+        let mut config = test_config(Some(dist));
+        edit(&mut config);
+        Self::with(config).await
     }
 
     /// The server without the app: a collector (and a demo target) on another origin.
     pub async fn collector() -> anyhow::Result<Self> {
-        Self::with(None).await
+        Self::with(test_config(None)).await
     }
 
-    async fn with(static_dir: Option<PathBuf>) -> anyhow::Result<Self> {
+    async fn with(config: Config) -> anyhow::Result<Self> {
         let data = tempfile::tempdir()?;
         let url = format!("sqlite://{}", data.path().join("runs.db").display());
         let db = Db::connect(&url).await?;
@@ -89,7 +96,7 @@ impl TestServer {
         let mut server = Self {
             address: tcp.local_addr()?,
             db,
-            static_dir,
+            config,
             metrics: Arc::default(),
             running: None,
             _data: data,
@@ -99,7 +106,7 @@ impl TestServer {
     }
 
     fn serve(&mut self, tcp: tokio::net::TcpListener) {
-        let state = AppState::new(self.db.clone(), test_config(self.static_dir.clone()));
+        let state = AppState::new(self.db.clone(), self.config.clone());
         let mut state = state;
         state.metrics = self.metrics.clone();
         let (stop, stopped) = oneshot::channel::<()>();

@@ -177,3 +177,65 @@ async fn demo_runs_stay_out_until_asked_for() -> anyhow::Result<()> {
     );
     browser.quit().await
 }
+
+/// A collector started with `--results-token` shows its numbers only to those who have
+/// it: the page asks once, says so when the token is wrong, and keeps the right one for
+/// the browser session.
+#[tokio::test]
+async fn a_results_token_is_asked_for_once_per_browser_session() -> anyhow::Result<()> {
+    const TOKEN: &str = "results-e2e-token-of-at-least-32-characters";
+    let server = TestServer::start_with(|config| {
+        config.results_token = Some(firsttoken_server::config::Secret(TOKEN.into()));
+    })
+    .await?;
+    let run = run(1, NetworkLabel::Fiber, "v1", 300.0);
+    server
+        .db
+        .insert_run(&run, &serde_json::to_string(&run)?, 1_796_000_000_000, None)
+        .await?;
+    let browser = Browser::start(PHONE).await?;
+    let driver = &browser.driver;
+    driver.goto(server.url("/results")).await?;
+    let token_input = driver
+        .query(By::Css("[data-testid=results-token]"))
+        .first()
+        .await?;
+    assert!(
+        driver
+            .find_all(By::Css("[data-testid=results-row]"))
+            .await?
+            .is_empty(),
+        "no numbers without the token"
+    );
+    browser.screenshot("results-page-phone-token").await?;
+
+    token_input.send_keys("a-wrong-guess").await?;
+    driver
+        .find(By::Css("[data-testid=results-token-submit]"))
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for_text("[data-testid=results-token-form]", WAIT, |t| {
+            t.contains("did not accept that token")
+        })
+        .await?;
+
+    let token_input = driver.find(By::Css("[data-testid=results-token]")).await?;
+    token_input.clear().await?;
+    token_input.send_keys(TOKEN).await?;
+    driver
+        .find(By::Css("[data-testid=results-token-submit]"))
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for_count("[data-testid=results-row]", 1, WAIT)
+        .await?;
+    // A reload in the same session does not ask again.
+    driver.refresh().await?;
+    browser
+        .wait_for_count("[data-testid=results-row]", 1, WAIT)
+        .await?;
+    browser.quit().await
+}

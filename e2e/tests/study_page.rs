@@ -101,6 +101,21 @@ async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
         .wait_for_text("[data-testid=study-title]", WAIT, |t| !t.is_empty())
         .await?;
     assert_eq!(title, "Chat latency, end-to-end test");
+    // Every host the run contacts is named before the user agrees: the target, the
+    // fresh connections' wildcard host name, and the collector.
+    let hosts = driver
+        .find(By::Css("[data-testid=hosts]"))
+        .await?
+        .text()
+        .await?;
+    let port = server.address.port();
+    assert!(
+        hosts.contains(&format!(
+            "127.0.0.1:{port}, *.localhost:{port}, and nowhere else"
+        )),
+        "{hosts}"
+    );
+    assert!(hosts.contains("the results go to 127.0.0.1:"), "{hosts}");
     browser.screenshot(&shot("1-landing")).await?;
     browser.screenshot_dark(&shot("1-landing")).await?;
 
@@ -320,6 +335,19 @@ async fn a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::R
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(collector.db.count(Table::Runs).await?, 1);
     assert_eq!(collector.db.count(Table::Samples).await?, 5);
+
+    // The token that deletes it was made in this browser, whichever copy was stored.
+    driver
+        .find(By::Css("[data-testid=delete-run]"))
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for_count("[data-testid=upload-entry][data-state=deleted]", 1, WAIT)
+        .await?;
+    assert_eq!(collector.db.count(Table::Runs).await?, 0);
+    assert_eq!(collector.db.count(Table::Samples).await?, 0);
+    browser.screenshot("study-desktop-7-deleted").await?;
     browser.quit().await
 }
 

@@ -36,7 +36,8 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
-    /// Uploads and deletes one address may make per minute (held in memory only).
+    /// Uploads and deletes one network (an IPv4 address, an IPv6 /64) may make per minute
+    /// (held in memory only).
     #[arg(long, env = "FIRSTTOKEN_UPLOADS_PER_MINUTE", default_value_t = 30)]
     pub uploads_per_minute: u32,
 
@@ -128,15 +129,15 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_DEMO_MAX_REQUEST_SECS", default_value_t = 120)]
     pub demo_max_request_secs: u64,
 
-    /// The token for bulk export and purge (`Authorization: Bearer …`), at least
-    /// [`MIN_ADMIN_TOKEN_CHARS`] characters. Without one those endpoints are off.
+    /// The token for bulk export and purge (`Authorization: Bearer …`), at least 32
+    /// characters. Without one those endpoints are off.
     #[arg(long, env = "FIRSTTOKEN_ADMIN_TOKEN")]
     pub admin_token: Option<Secret>,
 
-    /// The token that reads the crowd's numbers: summaries, the Results page (which asks
-    /// for it once per browser session) and exports (`Authorization: Bearer …`), at least
-    /// [`MIN_ADMIN_TOKEN_CHARS`] characters. Without one they are open to anyone who can
-    /// reach the collector. The admin token reads too.
+    /// The token that reads the crowd's numbers: summaries and the Results page, which
+    /// asks for it once per browser session (`Authorization: Bearer …`), at least 32
+    /// characters. Without one they are open to anyone who can reach the collector. The
+    /// admin token reads too; exports always need the admin token.
     #[arg(long, env = "FIRSTTOKEN_RESULTS_TOKEN")]
     pub results_token: Option<Secret>,
 

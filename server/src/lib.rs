@@ -54,6 +54,8 @@ pub struct AppState {
     pub demo_streams: Arc<Semaphore>,
     /// Summaries being computed, and answers kept for a moment.
     pub summaries: Arc<routes::summary::Summaries>,
+    /// When the database last answered ([`routes::ops::Health`]).
+    pub health: Arc<routes::ops::Health>,
     /// Turns `true` when shutdown begins: streams that would run on end.
     stopping: Arc<watch::Sender<bool>>,
     /// The built app, when there is one.
@@ -96,6 +98,7 @@ impl AppState {
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             demo_streams: Arc::new(Semaphore::new(config.demo_max_streams.max(1))),
             summaries: Arc::default(),
+            health: Arc::default(),
             stopping: Arc::new(watch::channel(false).0),
             metrics: Arc::default(),
             config: Arc::new(config),

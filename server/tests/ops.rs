@@ -20,6 +20,32 @@ async fn health_says_which_database_answers() {
 }
 
 #[tokio::test]
+async fn health_answers_at_once_and_notices_a_database_that_is_gone() {
+    let t = common::sqlite().await;
+    let address = common::serve(common::state(&t.db)).await;
+    let health = || async {
+        reqwest::get(format!("http://{address}/healthz"))
+            .await
+            .expect("response")
+            .status()
+            .as_u16()
+    };
+    assert_eq!(health().await, 200);
+    t.db.close().await;
+    // Within the last good answer's 3 s and the check's 2 s, it says so.
+    let started = std::time::Instant::now();
+    while health().await == 200 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(8),
+            "still healthy {:?} after the database went away",
+            started.elapsed()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(health().await, 503);
+}
+
+#[tokio::test]
 async fn metrics_count_uploads_by_outcome_and_time_requests_by_route() {
     let t = common::sqlite().await;
     let address = common::serve(common::state(&t.db)).await;

@@ -1,28 +1,65 @@
 //! `cargo xtask bench`: benchmarks that print figures to quote, never timed assertions.
+//! `cargo xtask bench attack load` runs only the benchmarks named.
+
+use anyhow::bail;
 
 use crate::run::build_app;
 use crate::shell::{self, Steps, cargo};
 use crate::tools;
 
-/// Each benchmark is an example of the e2e crate: the real server, the built app and
-/// headless Chromium.
-const BENCHMARKS: [(&str, &str); 2] = [
+#[derive(clap::Args)]
+pub struct Args {
+    /// Run only these: first_load, engine_bias (the app in headless Chromium), load,
+    /// attack (the collector)
+    only: Vec<String>,
+}
+
+/// The benchmarks in the browser are examples of the e2e crate: the real server, the
+/// built app and headless Chromium.
+const IN_BROWSER: [(&str, &str); 2] = [
     (
-        "a first visit to a share link: weight, and load time on emulated cellular",
         "first_load",
+        "a first visit to a share link: weight, and load time on emulated cellular",
     ),
-    ("the engine's bias on loopback", "engine_bias"),
+    ("engine_bias", "the engine's bias on loopback"),
+];
+/// The collector's benchmarks are examples of the server crate, built for release.
+const COLLECTOR: [(&str, &str); 2] = [
+    ("load", "the collector under load (release build)"),
+    (
+        "attack",
+        "the collector under attack (release build, the server in a process of its own)",
+    ),
 ];
 
-pub fn bench() -> anyhow::Result<()> {
+pub fn bench(args: Args) -> anyhow::Result<()> {
+    let known: Vec<&str> = IN_BROWSER
+        .iter()
+        .chain(&COLLECTOR)
+        .map(|(n, _)| *n)
+        .collect();
+    if let Some(unknown) = args.only.iter().find(|n| !known.contains(&n.as_str())) {
+        bail!(
+            "no benchmark is called {unknown:?}; there are {}",
+            known.join(", ")
+        );
+    }
+    let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|n| n == name);
+    let browser: Vec<_> = IN_BROWSER.iter().filter(|(n, _)| wanted(n)).collect();
+    let collector: Vec<_> = COLLECTOR.iter().filter(|(n, _)| wanted(n)).collect();
+
     let mut steps = Steps::default();
-    steps.step("install missing tools", tools::ensure_for_browser)?;
-    steps.step(
-        "PostgreSQL for the collector benchmark",
-        tools::ensure_postgres,
-    )?;
-    steps.step("build the app (trunk build --release)", build_app)?;
-    for (name, example) in BENCHMARKS {
+    if !browser.is_empty() {
+        steps.step("install missing tools", tools::ensure_for_browser)?;
+        steps.step("build the app (trunk build --release)", build_app)?;
+    }
+    if !collector.is_empty() {
+        steps.step(
+            "PostgreSQL for the collector benchmarks",
+            tools::ensure_postgres,
+        )?;
+    }
+    for (example, name) in browser {
         steps.step(name, || {
             shell::run(
                 cargo()
@@ -39,17 +76,35 @@ pub fn bench() -> anyhow::Result<()> {
             )
         })?;
     }
-    steps.step("the collector under load (release build)", || {
-        shell::run(cargo().args([
-            "run",
-            "--quiet",
-            "--release",
-            "--package",
-            "firsttoken-server",
-            "--example",
-            "load",
-        ]))
-    })?;
+    for (example, name) in collector {
+        steps.step(name, || {
+            // The attack benchmark runs the server binary itself, to read its memory and
+            // descriptors from /proc.
+            shell::run(cargo().args([
+                "build",
+                "--quiet",
+                "--release",
+                "--package",
+                "firsttoken-server",
+            ]))?;
+            shell::run(
+                cargo()
+                    .args([
+                        "run",
+                        "--quiet",
+                        "--release",
+                        "--package",
+                        "firsttoken-server",
+                        "--example",
+                        example,
+                    ])
+                    .env(
+                        "FIRSTTOKEN_SERVER_BIN",
+                        shell::workspace_root().join("target/release/firsttoken-server"),
+                    ),
+            )
+        })?;
+    }
     steps.report();
     Ok(())
 }

@@ -22,8 +22,9 @@ enum Command {
     Run(run::Args),
     /// Formatting, clippy, native tests, browser tests in headless Chromium, end-to-end tests
     Test(test::Args),
-    /// Benchmarks that print figures: first visit, engine bias, collector under load
-    Bench,
+    /// Benchmarks that print figures: first visit, engine bias, the collector under load
+    /// and under attack
+    Bench(bench::Args),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,6 +34,6 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Run(args) => run::run(args),
         Command::Test(args) => test::test(args),
-        Command::Bench => bench::bench(),
+        Command::Bench(args) => bench::bench(args),
     }
 }

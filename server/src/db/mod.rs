@@ -153,6 +153,12 @@ impl Db {
         Ok(bytes.max(0) as u64)
     }
 
+    /// Closes every connection: from then on the database answers nothing (shutdown, and
+    /// tests of what happens when it is gone).
+    pub async fn close(&self) {
+        with_pool!(self, |pool| pool.close().await)
+    }
+
     /// Whether the database answers.
     pub async fn healthy(&self) -> bool {
         with_pool!(self, |pool| sqlx::query("SELECT 1")
