@@ -469,3 +469,92 @@ async fn admin_tokens_are_long_and_guesses_run_out() {
     );
     assert!(locked.headers().contains_key("retry-after"));
 }
+
+/// Worst-case summaries, eight at once, over tens of thousands of samples: they take
+/// their turns (or are told to come back), and meanwhile an upload is stored and
+/// `/healthz` says the server is fine. Before summaries were bounded, eight of them held
+/// every SQLite connection, the upload waited 30 s for one and failed with 500, and
+/// `/healthz` answered 503.
+#[tokio::test]
+async fn summaries_take_turns_and_never_hold_up_uploads_or_health() {
+    let t = common::sqlite().await;
+    let mut run: firsttoken_core::Run =
+        serde_json::from_value(common::example_run()).expect("example");
+    run.targets[0].demo = false;
+    let sample = run.samples[0].clone();
+    run.samples = (0..100)
+        .map(|i| firsttoken_core::Sample {
+            index: i,
+            ..sample.clone()
+        })
+        .collect();
+    run.plan.phases = vec![firsttoken_core::plan::PhasePlan::Steady { requests: 100 }];
+    for n in 0..400u64 {
+        run.run_id = format!("00000000-0000-4000-8000-{:012x}", 1000 + n);
+        run.client.network = firsttoken_core::NetworkLabel::ALL[(n % 6) as usize];
+        let record = serde_json::to_string(&run).expect("json");
+        t.db.insert_run(&run, &record, 1_796_000_000_000, None)
+            .await
+            .expect("stored");
+    }
+    let state = common::state(&t.db);
+    let address = common::serve(state.clone()).await;
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client");
+    // How many are computed at once, seen from inside the server while they run.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watching = {
+        let (summaries, done) = (state.summaries.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut most = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                most = most.max(summaries.computing());
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            most
+        })
+    };
+    let summaries: Vec<_> = (0..8)
+        .map(|i| {
+            // Each a different question, so the cache cannot answer for them.
+            let url = format!(
+                "http://{address}/api/v1/summary?group_by=network,browser,os,target_version&phase=any&min_samples={}",
+                i + 1
+            );
+            let client = client.clone();
+            tokio::spawn(async move { client.get(url).send().await.map(|r| r.status().as_u16()) })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // A bound a hundred times what an upload takes here, not a speed test: without the
+    // bound on summaries the upload waited over 15 s for a connection.
+    let prompt = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .build()
+        .expect("client");
+    let upload = prompt
+        .post(format!("http://{address}/api/v1/runs"))
+        .json(&common::run_with(1, |_| {}))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(upload.status(), 201, "stored while summaries run");
+    let health = prompt
+        .get(format!("http://{address}/healthz"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(health.status(), 200);
+    for summary in summaries {
+        let status = summary.await.expect("joined").expect("answered");
+        assert!(
+            status == 200 || status == 503,
+            "a summary is answered or told to come back, never {status}"
+        );
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most = watching.await.expect("joined");
+    assert_eq!(most, 1, "summaries ran, one at a time");
+}

@@ -62,18 +62,32 @@ fn query(pairs: &[(&str, String)]) -> String {
 }
 
 fn fetch_summary(query: String, answer: RwSignal<Answer>) {
-    answer.set(Answer::Waiting);
+    fetch_summaries(vec![(query, answer)]);
+}
+
+/// Asks for several summaries one after another: the collector computes one at a time.
+fn fetch_summaries(asks: Vec<(String, RwSignal<Answer>)>) {
+    for (_, answer) in &asks {
+        answer.set(Answer::Waiting);
+    }
     spawn_local(async move {
         let url = format!("{}{}", browser::page_origin(), collector::SUMMARY_PATH);
-        answer.set(
-            match collector::summary(&Scope::current(), &url, &query, results_token().as_deref())
+        for (query, answer) in asks {
+            answer.set(
+                match collector::summary(
+                    &Scope::current(),
+                    &url,
+                    &query,
+                    results_token().as_deref(),
+                )
                 .await
-            {
-                Ok(summary) => Answer::Loaded(summary),
-                Err(SummaryError::NeedsToken(message)) => Answer::NeedsToken(message),
-                Err(SummaryError::Other(message)) => Answer::Failed(message),
-            },
-        );
+                {
+                    Ok(summary) => Answer::Loaded(summary),
+                    Err(SummaryError::NeedsToken(message)) => Answer::NeedsToken(message),
+                    Err(SummaryError::Other(message)) => Answer::Failed(message),
+                },
+            );
+        }
     });
 }
 
@@ -424,11 +438,13 @@ fn CompareVersions() -> impl IntoView {
         };
         asked.set(true);
         compared.set((b, a, split.get_untracked()));
-        fetch_summary(
-            filters(format!("target_version,{}", split.get_untracked().name())),
-            split_answer,
-        );
-        fetch_summary(filters("target_version".to_owned()), pooled_answer);
+        fetch_summaries(vec![
+            (
+                filters(format!("target_version,{}", split.get_untracked().name())),
+                split_answer,
+            ),
+            (filters("target_version".to_owned()), pooled_answer),
+        ]);
     };
 
     let table = move || {

@@ -33,10 +33,11 @@ use crate::AppState;
 use crate::error::AppError;
 use firsttoken_core::summary::Accumulator;
 
-/// Summaries computed at once.
-pub const SUMMARIES_AT_ONCE: usize = 2;
+/// Summaries computed at once. Each holds every value it summarises in memory while it
+/// runs, so this bounds what worst-case queries can make the server hold.
+pub const SUMMARIES_AT_ONCE: usize = 1;
 /// How long a summary waits for its turn before the answer is "busy".
-pub const WAIT_FOR_TURN: Duration = Duration::from_secs(2);
+pub const WAIT_FOR_TURN: Duration = Duration::from_secs(5);
 /// The longest one summary may take.
 pub const TIME_LIMIT: Duration = Duration::from_secs(15);
 /// How long an answer is reused for the same query.
@@ -61,6 +62,11 @@ impl Default for Summaries {
 }
 
 impl Summaries {
+    /// Summaries being computed now.
+    pub fn computing(&self) -> usize {
+        SUMMARIES_AT_ONCE - self.turns.available_permits()
+    }
+
     fn cached(&self, key: &str, now: Instant) -> Option<Bytes> {
         let cache = self.cache.lock().ok()?;
         let (at, body) = cache.get(key)?;
