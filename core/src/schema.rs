@@ -791,17 +791,7 @@ impl Sample {
                 dropped += 1;
             }
         };
-        for value in [
-            &mut self.headers_ms,
-            &mut self.ttfb_ms,
-            &mut self.ttft_any_ms,
-            &mut self.ttft_ms,
-            &mut self.e2e_ms,
-            &mut self.last_token_ms,
-            &mut self.idle_spent_ms,
-            &mut self.idle_timer_late_ms,
-            &mut self.retry_wait_ms,
-        ] {
+        for value in self.optional_times() {
             drop_time(value);
         }
         if let Some(conn) = &mut self.conn {
@@ -869,6 +859,21 @@ impl Sample {
         self.round_times();
     }
 
+    /// Every time of the sample that may be absent.
+    fn optional_times(&mut self) -> [&mut Option<f64>; 9] {
+        [
+            &mut self.headers_ms,
+            &mut self.ttfb_ms,
+            &mut self.ttft_any_ms,
+            &mut self.ttft_ms,
+            &mut self.e2e_ms,
+            &mut self.last_token_ms,
+            &mut self.idle_spent_ms,
+            &mut self.idle_timer_late_ms,
+            &mut self.retry_wait_ms,
+        ]
+    }
+
     /// Rounds every time to 0.01 ms ([`STEPS_PER_MS`]). Browser clocks are no finer than 5 µs (0.1 ms
     /// in a page that is not cross-origin isolated), so nothing measured is lost, and a
     /// time such as `1234.5000000000002` stops costing 18 characters: a record stays
@@ -883,20 +888,7 @@ impl Sample {
             }
         };
         round(&mut self.start_ms);
-        for v in [
-            &mut self.headers_ms,
-            &mut self.ttfb_ms,
-            &mut self.ttft_any_ms,
-            &mut self.ttft_ms,
-            &mut self.e2e_ms,
-            &mut self.last_token_ms,
-            &mut self.idle_spent_ms,
-            &mut self.idle_timer_late_ms,
-            &mut self.retry_wait_ms,
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for v in self.optional_times().into_iter().flatten() {
             round(v);
         }
         self.itl_ms.iter_mut().for_each(round);

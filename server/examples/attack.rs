@@ -211,11 +211,7 @@ async fn honest_uploads(
     counter: &AtomicU64,
     stop: &AtomicBool,
 ) -> (Vec<f64>, u64) {
-    let http = reqwest::Client::builder()
-        .local_address(address([1, client + 1]))
-        .timeout(Duration::from_secs(30))
-        .build()
-        .expect("a client");
+    let http = client_from(address([1, client + 1]), Duration::from_secs(30));
     let (mut latencies, mut refusals) = (Vec::new(), 0);
     while !stop.load(Ordering::Relaxed) {
         let n = counter.fetch_add(1, Ordering::Relaxed);
@@ -256,11 +252,7 @@ async fn honest_uploads(
 
 /// `/healthz` every 50 ms; the latency of each answer (a failure counts as 5 s).
 async fn probe_health(target: SocketAddr, stop: &AtomicBool) -> Vec<f64> {
-    let http = reqwest::Client::builder()
-        .local_address(address([2, 1]))
-        .timeout(Duration::from_secs(5))
-        .build()
-        .expect("a client");
+    let http = client_from(address([2, 1]), Duration::from_secs(5));
     let mut latencies = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         let start = Instant::now();
@@ -277,6 +269,15 @@ async fn probe_health(target: SocketAddr, stop: &AtomicBool) -> Vec<f64> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     latencies
+}
+
+/// An HTTP client whose connections come from `from`.
+fn client_from(from: IpAddr, timeout: Duration) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(from)
+        .timeout(timeout)
+        .build()
+        .expect("a client")
 }
 
 /// A TCP connection from the attacker's address.
@@ -331,11 +332,7 @@ async fn summaries(target: SocketAddr) -> String {
         .map(|i| {
             let answers = answers.clone();
             tokio::spawn(async move {
-                let http = reqwest::Client::builder()
-                    .local_address(address([3, 1]))
-                    .timeout(Duration::from_secs(60))
-                    .build()
-                    .expect("a client");
+                let http = client_from(address([3, 1]), Duration::from_secs(60));
                 let mut n = 0;
                 while Instant::now() < deadline {
                     n += 1;
@@ -375,11 +372,7 @@ async fn demo_pools(target: SocketAddr) -> String {
         .map(|_| {
             let (next, ok) = (next.clone(), ok.clone());
             tokio::spawn(async move {
-                let http = reqwest::Client::builder()
-                    .local_address(address([3, 1]))
-                    .timeout(Duration::from_secs(10))
-                    .build()
-                    .expect("a client");
+                let http = client_from(address([3, 1]), Duration::from_secs(10));
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     if n >= DEMO_REQUESTS || Instant::now() > deadline {
@@ -423,11 +416,7 @@ async fn odd_methods(target: SocketAddr) -> String {
         .map(|_| {
             let next = next.clone();
             tokio::spawn(async move {
-                let http = reqwest::Client::builder()
-                    .local_address(address([3, 1]))
-                    .timeout(Duration::from_secs(10))
-                    .build()
-                    .expect("a client");
+                let http = client_from(address([3, 1]), Duration::from_secs(10));
                 loop {
                     let n = next.fetch_add(1, Ordering::Relaxed);
                     if n >= ODD_METHODS || Instant::now() > deadline {

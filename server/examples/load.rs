@@ -203,19 +203,5 @@ async fn uploads(
 /// The database's size over its samples: what each request a beta user makes costs.
 async fn bytes_per_sample(db: &Db) -> anyhow::Result<f64> {
     let samples = db.count(firsttoken_server::db::Table::Samples).await? as f64;
-    let bytes: i64 = match db {
-        Db::Sqlite(pool) => {
-            sqlx::query_scalar(
-                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()",
-            )
-            .fetch_one(pool)
-            .await?
-        }
-        Db::Postgres(pool) => sqlx::query_scalar(
-            "SELECT (pg_total_relation_size('samples') + pg_total_relation_size('runs'))::BIGINT",
-        )
-        .fetch_one(pool)
-        .await?,
-    };
-    Ok(bytes as f64 / samples)
+    Ok(db.storage_bytes().await? as f64 / samples)
 }

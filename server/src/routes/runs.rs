@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::AppState;
 use crate::db::{Deleted, Stored};
 use crate::error::AppError;
-use crate::limit::Prefix;
+use crate::limit::{Prefix, RateLimiter};
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -56,6 +56,27 @@ type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
 fn client_prefix(state: &AppState, headers: &HeaderMap, peer: &Peer) -> Option<Prefix> {
     let peer = peer.as_ref().map(|Extension(ConnectInfo(p))| *p);
     state.client_address(headers, peer).map(Prefix::from)
+}
+
+/// Takes `amount` from the network's hourly `budget`, if there is one.
+fn spend(
+    budget: Option<&RateLimiter>,
+    prefix: Option<Prefix>,
+    amount: f64,
+    now: std::time::Instant,
+    what: &'static str,
+) -> Result<(), AppError> {
+    match (budget, prefix) {
+        (Some(budget), Some(prefix)) => {
+            budget
+                .take(prefix, amount, now)
+                .map_err(|retry| AppError::OverBudget {
+                    what,
+                    retry_after: retry.0,
+                })
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Counts one request against the address's allowance.
@@ -101,14 +122,13 @@ async fn store(
     let prefix = client_prefix(state, headers, peer);
     let now = std::time::Instant::now();
     let reserved = crate::body::declared_size(headers).unwrap_or(max_body as u64) as f64;
-    if let (Some(budget), Some(prefix)) = (&state.bytes_budget, prefix) {
-        budget
-            .take(prefix, reserved, now)
-            .map_err(|retry| AppError::OverBudget {
-                what: "upload bytes (--upload-bytes-per-hour)",
-                retry_after: retry.0,
-            })?;
-    }
+    spend(
+        state.bytes_budget.as_deref(),
+        prefix,
+        reserved,
+        now,
+        "upload bytes (--upload-bytes-per-hour)",
+    )?;
     let body = crate::body::read(
         body,
         headers,
@@ -147,12 +167,13 @@ async fn store(
                 ),
             });
         }
-        budget
-            .take(prefix, samples, now)
-            .map_err(|retry| AppError::OverBudget {
-                what: "samples (--samples-per-hour)",
-                retry_after: retry.0,
-            })?;
+        spend(
+            Some(budget),
+            Some(prefix),
+            samples,
+            now,
+            "samples (--samples-per-hour)",
+        )?;
     }
     let give_back_samples = || {
         if let (Some(budget), Some(prefix)) = (&state.samples_budget, prefix) {

@@ -30,8 +30,9 @@ use tokio::sync::Semaphore;
 use super::access::{self, Access, Peer};
 use super::selection::{self, Purpose};
 use crate::AppState;
+use crate::db::Filter;
 use crate::error::AppError;
-use firsttoken_core::summary::Accumulator;
+use firsttoken_core::summary::{Accumulator, Dimension, Row, Summary};
 
 /// Summaries computed at once. Each holds every value it summarises in memory while it
 /// runs, so this bounds what worst-case queries can make the server hold.
@@ -127,20 +128,7 @@ async fn summary(
         return Ok(json(body));
     }
     let computed = tokio::time::timeout(TIME_LIMIT, async {
-        let mut accumulator = Accumulator::default();
-        state
-            .db
-            .summary_rows(&selection.filter, &selection.group_by, |row| {
-                accumulator.add(row)
-            })
-            .await?;
-        // Bootstrap intervals cost real CPU on large groups: keep them off the threads
-        // that serve requests.
-        let group_by = selection.group_by;
-        let summary =
-            tokio::task::spawn_blocking(move || accumulator.finish(&group_by, min_samples))
-                .await
-                .map_err(anyhow::Error::from)?;
+        let summary = tally(&state, selection.filter, selection.group_by, min_samples).await?;
         Ok::<_, AppError>(Bytes::from(
             serde_json::to_vec(&summary).map_err(anyhow::Error::from)?,
         ))
@@ -153,6 +141,63 @@ async fn summary(
     })??;
     state.summaries.keep(key, computed.clone(), Instant::now());
     Ok(json(computed))
+}
+
+/// Rows sent to the tallying thread at a time, and batches it may have waiting.
+const BATCH_ROWS: usize = 1024;
+const BATCHES_WAITING: usize = 16;
+
+/// Scans the samples on the server's runtime and tallies them on a thread of the
+/// summary's own, which also works out the intervals (real CPU on large groups). The
+/// threads that serve uploads never hold a summary's values, and the memory a summary
+/// took is there for the next one: the allocator hands an exited thread's arena to the
+/// next thread, where values tallied on the shared threads would stay spread over
+/// every arena they touched. If the scan is dropped (its time limit), the thread stops
+/// without working anything out.
+async fn tally(
+    state: &AppState,
+    filter: Filter,
+    group_by: Vec<Dimension>,
+    min_samples: usize,
+) -> Result<Summary, AppError> {
+    let (rows, batches) = std::sync::mpsc::sync_channel::<Vec<Row>>(BATCHES_WAITING);
+    let (done, summary) = tokio::sync::oneshot::channel();
+    let dimensions = group_by.clone();
+    std::thread::Builder::new()
+        .name("summary".into())
+        .spawn(move || {
+            let mut accumulator = Accumulator::default();
+            // An empty batch is the end of the scan; a closed channel, a scan abandoned.
+            for batch in batches {
+                if batch.is_empty() {
+                    let _ = done.send(accumulator.finish(&dimensions, min_samples));
+                    return;
+                }
+                batch.into_iter().for_each(|row| accumulator.add(row));
+            }
+        })
+        .map_err(anyhow::Error::from)?;
+    let mut batch = Vec::with_capacity(BATCH_ROWS);
+    state
+        .db
+        .summary_rows(&filter, &group_by, |row| {
+            batch.push(row);
+            if batch.len() == BATCH_ROWS {
+                // Blocks only while the tally is BATCHES_WAITING batches behind.
+                let _ = rows.send(std::mem::replace(
+                    &mut batch,
+                    Vec::with_capacity(BATCH_ROWS),
+                ));
+            }
+        })
+        .await?;
+    if !batch.is_empty() {
+        let _ = rows.send(batch);
+    }
+    let _ = rows.send(Vec::new());
+    Ok(summary
+        .await
+        .map_err(|_| anyhow::anyhow!("the summary's thread stopped before its answer"))?)
 }
 
 fn json(body: Bytes) -> Response {
