@@ -351,6 +351,53 @@ async fn a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::R
     browser.quit().await
 }
 
+/// Where the browser keeps no IndexedDB (site data blocked, some private modes), the run
+/// the user agreed to send is still sent, from memory, and the page says it could not be
+/// kept on the device.
+#[tokio::test]
+async fn without_indexeddb_the_run_is_sent_from_memory_and_the_page_says_so() -> anyhow::Result<()>
+{
+    let server = TestServer::start().await?;
+    let plan = Plan::steady(server.demo_target(FAST), 3);
+    let browser = Browser::start(DESKTOP).await?;
+    let driver = &browser.driver;
+    driver
+        .cdp()
+        .send_raw(
+            "Page.addScriptToEvaluateOnNewDocument",
+            serde_json::json!({
+                "source": "Object.defineProperty(window, 'indexedDB', { get: () => undefined });"
+            }),
+        )
+        .await?;
+    driver.goto(server.link(&study(plan, None))).await?;
+    driver
+        .query(By::Css("[data-testid=consent]"))
+        .first()
+        .await?
+        .click()
+        .await?;
+    driver
+        .find(By::Css("[data-testid=start-button]"))
+        .await?
+        .click()
+        .await?;
+    let problem = browser
+        .wait_for_text("[data-testid=save-problem]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(
+        problem.contains("could not be kept on this device") && problem.contains("IndexedDB"),
+        "{problem}"
+    );
+    browser
+        .wait_for_count("[data-testid=stored-run-link]", 1, WAIT)
+        .await?;
+    assert_eq!(server.db.count(Table::Runs).await?, 1);
+    assert_eq!(server.db.count(Table::Samples).await?, 3);
+    browser.screenshot("study-desktop-no-indexeddb").await?;
+    browser.quit().await
+}
+
 #[tokio::test]
 async fn a_broken_link_says_what_is_wrong() -> anyhow::Result<()> {
     let server = TestServer::start().await?;

@@ -233,7 +233,7 @@ fn StudyView(study: Study) -> impl IntoView {
             spawn_local(async move {
                 if let Err(why) = Uploads::get().add(entry).await {
                     save_problem.set(Some(format!(
-                        "The results could not be kept on this device ({why}). They are being sent now; keep this page open until they are."
+                        "The results could not be kept on this device: {why}. They are sent from memory only, so if this page closes before they are sent, they are lost."
                     )));
                 }
             });
@@ -461,7 +461,7 @@ fn StudyView(study: Study) -> impl IntoView {
                             }
                         }
                     }
-                    {move || save_problem.get().map(|p| view! { <p class="error" role="alert">{p}</p> })}
+                    {move || save_problem.get().map(|p| view! { <p class="error" role="alert" data-testid="save-problem">{p}</p> })}
                 </div>
                 <div class="exports">
                     <button type="button" data-testid="export-json" on:click=move |_| {
