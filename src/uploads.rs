@@ -218,6 +218,8 @@ pub struct Uploads {
     inner: Rc<Inner>,
     /// Every upload kept here, newest first.
     pub entries: RwSignal<Vec<Entry>>,
+    /// Whether this browser keeps them (false once IndexedDB failed to open).
+    pub kept: RwSignal<bool>,
 }
 
 impl std::fmt::Debug for Uploads {
@@ -255,6 +257,7 @@ impl Uploads {
                 retry: RefCell::new(None),
             }),
             entries: RwSignal::new(Vec::new()),
+            kept: RwSignal::new(true),
         };
         UPLOADS.with(|u| *u.borrow_mut() = Some(uploads.clone()));
         let opening = uploads.clone();
@@ -267,7 +270,10 @@ impl Uploads {
                     *opening.inner.store.borrow_mut() = Some(Rc::new(store));
                     opening.send_pending();
                 }
-                Err(why) => *opening.inner.unavailable.borrow_mut() = Some(why),
+                Err(why) => {
+                    *opening.inner.unavailable.borrow_mut() = Some(why);
+                    opening.kept.set(false);
+                }
             }
         });
         uploads.flush_on_pagehide();

@@ -394,6 +394,12 @@ async fn without_indexeddb_the_run_is_sent_from_memory_and_the_page_says_so() ->
         .await?;
     assert_eq!(server.db.count(Table::Runs).await?, 1);
     assert_eq!(server.db.count(Table::Samples).await?, 3);
+    let list = driver
+        .find(By::Css("[data-testid=uploads]"))
+        .await?
+        .text()
+        .await?;
+    assert!(list.contains("not kept on this device"), "{list}");
     browser.screenshot("study-desktop-no-indexeddb").await?;
     browser.quit().await
 }
