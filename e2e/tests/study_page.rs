@@ -27,6 +27,22 @@ fn study(plan: Plan, collector: Option<String>) -> Study {
     }
 }
 
+/// Ticks the consent box once the page has mounted, and presses Start.
+async fn consent_and_start(driver: &WebDriver) -> anyhow::Result<()> {
+    driver
+        .query(By::Css("[data-testid=consent]"))
+        .first()
+        .await?
+        .click()
+        .await?;
+    driver
+        .find(By::Css("[data-testid=start-button]"))
+        .await?
+        .click()
+        .await?;
+    Ok(())
+}
+
 /// The one run `server` stored.
 async fn stored_record(server: &TestServer) -> anyhow::Result<serde_json::Value> {
     let ids = server.db.run_ids().await?;
@@ -291,17 +307,7 @@ async fn a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::R
     let browser = Browser::start(DESKTOP).await?;
     let driver = &browser.driver;
     driver.goto(&link).await?;
-    driver
-        .query(By::Css("[data-testid=consent]"))
-        .first()
-        .await?
-        .click()
-        .await?;
-    driver
-        .find(By::Css("[data-testid=start-button]"))
-        .await?
-        .click()
-        .await?;
+    consent_and_start(driver).await?;
     let pending = browser
         .wait_for_text("[data-testid=upload-pending]", WAIT, |t| {
             t.contains("waiting to be sent")
@@ -371,17 +377,7 @@ async fn without_indexeddb_the_run_is_sent_from_memory_and_the_page_says_so() ->
         )
         .await?;
     driver.goto(server.link(&study(plan, None))).await?;
-    driver
-        .query(By::Css("[data-testid=consent]"))
-        .first()
-        .await?
-        .click()
-        .await?;
-    driver
-        .find(By::Css("[data-testid=start-button]"))
-        .await?
-        .click()
-        .await?;
+    consent_and_start(driver).await?;
     let problem = browser
         .wait_for_text("[data-testid=save-problem]", WAIT, |t| !t.is_empty())
         .await?;
