@@ -218,8 +218,8 @@ pub struct Uploads {
     inner: Rc<Inner>,
     /// Every upload kept here, newest first.
     pub entries: RwSignal<Vec<Entry>>,
-    /// Whether this browser keeps them (false once IndexedDB failed to open).
-    pub kept: RwSignal<bool>,
+    /// Why this browser keeps no runs (IndexedDB failed to open), if it keeps none.
+    pub unavailable: RwSignal<Option<String>>,
 }
 
 impl std::fmt::Debug for Uploads {
@@ -230,8 +230,6 @@ impl std::fmt::Debug for Uploads {
 
 struct Inner {
     store: RefCell<Option<Rc<Store>>>,
-    /// Why there is no store, when there is none.
-    unavailable: RefCell<Option<String>>,
     sending: Cell<bool>,
     retry_ms: Cell<u32>,
     retry: RefCell<Option<crate::engine::scope::Timeout>>,
@@ -251,13 +249,12 @@ impl Uploads {
         let uploads = Uploads {
             inner: Rc::new(Inner {
                 store: RefCell::new(None),
-                unavailable: RefCell::new(None),
                 sending: Cell::new(false),
                 retry_ms: Cell::new(FIRST_RETRY_MS),
                 retry: RefCell::new(None),
             }),
             entries: RwSignal::new(Vec::new()),
-            kept: RwSignal::new(true),
+            unavailable: RwSignal::new(None),
         };
         UPLOADS.with(|u| *u.borrow_mut() = Some(uploads.clone()));
         let opening = uploads.clone();
@@ -270,19 +267,11 @@ impl Uploads {
                     *opening.inner.store.borrow_mut() = Some(Rc::new(store));
                     opening.send_pending();
                 }
-                Err(why) => {
-                    *opening.inner.unavailable.borrow_mut() = Some(why);
-                    opening.kept.set(false);
-                }
+                Err(why) => opening.unavailable.set(Some(why)),
             }
         });
         uploads.flush_on_pagehide();
         uploads
-    }
-
-    /// Why runs cannot be kept on this device, if they cannot.
-    pub fn unavailable(&self) -> Option<String> {
-        self.inner.unavailable.borrow().clone()
     }
 
     /// Keeps `entry` (pending) and sends it. Saved first: a run is never only in flight.
@@ -341,7 +330,7 @@ impl Uploads {
             if let Some(store) = self.inner.store.borrow().clone() {
                 return Ok(store);
             }
-            if let Some(why) = self.unavailable() {
+            if let Some(why) = self.unavailable.get_untracked() {
                 return Err(why);
             }
             Scope::current().sleep(50).await;

@@ -11,12 +11,12 @@ use crate::uploads::{Entry, State, Uploads};
 pub fn UploadsList() -> impl IntoView {
     let uploads = Uploads::get();
     let entries = uploads.entries;
-    let kept = uploads.kept;
+    let kept = move || uploads.unavailable.with(Option::is_none);
     view! {
         <Show when=move || !entries.with(Vec::is_empty)>
             <section class="card" aria-labelledby="uploads-title" data-testid="uploads">
-                <h2 id="uploads-title">{move || if kept.get() { "Results kept on this device" } else { "Results on this page (not kept on this device)" }}</h2>
-                <p class="status">{move || if kept.get() {
+                <h2 id="uploads-title">{move || if kept() { "Results kept on this device" } else { "Results on this page (not kept on this device)" }}</h2>
+                <p class="status">{move || if kept() {
                     "Each run you chose to send is kept here until the collector confirms it; it is sent again if the network or the collector was away. A sent run can be deleted from the collector here, with a key only this browser holds."
                 } else {
                     "This browser keeps no data for this site, so these runs live only as long as this page: close it before one is sent and that run is lost. A sent run can be deleted from the collector here while the page is open."
