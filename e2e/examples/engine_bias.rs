@@ -16,6 +16,13 @@
 //!   the progress line);
 //! - the engine with the live charts redrawing, as a beta user sees them.
 //!
+//! Each block begins with one warm-up request, not counted, for every reader alike (the
+//! first request after a page load pays for the connection and the CORS preflight, and
+//! every protocol a beta user runs begins with one). The differences are printed with 95%
+//! bootstrap intervals, and each case's slowest 1% with where in its block each fell: a
+//! p99 is decided by a handful of requests, and at several at once a pause of the browser
+//! delays a whole batch.
+//!
 //! Then, at 1 at once, what the worker is for: the main thread kept busy (30 ms of work
 //! every 40 ms, a phone far slower than this machine) under the JS reader on the page, the
 //! engine in its worker, and the same engine on the page's thread. Also counted: the TCP
@@ -27,17 +34,19 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use firsttoken_core::plan::{HTTP1_CONNECTIONS_PER_HOST, PhasePlan, Plan};
 use firsttoken_core::share::Study;
-use firsttoken_core::stats::percentile;
+use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, percentile};
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP};
 use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
 
-/// Requests per reader and level, in `BLOCKS` turns of whole batches.
-const REQUESTS: u32 = 400;
-const BLOCKS: u32 = 4;
-const KNOBS: &str = "first_token_ms=100&itl_ms=5&tokens=10";
+/// Requests per reader and level, in `BLOCKS` turns of whole batches. A p99 is read off
+/// the largest 1% of the values: 1,000 leave ten of them, where 400 left four and one
+/// slow request moved the p99 by a millisecond.
+const REQUESTS: u32 = 1000;
+const BLOCKS: u32 = 5;
+const KNOBS: &str = "first_token_ms=50&itl_ms=5&tokens=10";
 /// The concurrency levels. Above six at once they go over HTTP/2: over HTTP/1.1 the
 /// browser would queue the seventh request, and that would measure the queue.
 const LEVELS: [u32; 4] = [1, 3, 5, 10];
@@ -138,6 +147,8 @@ struct Case {
     reader: Reader,
     busy: bool,
     bias: Vec<f64>,
+    /// Each value's block and its place in the block, to see where the slowest fall.
+    positions: Vec<(u32, u32)>,
     /// The engine's own timer lateness (p99) in each block.
     timer_p99: Vec<f64>,
     connections: u64,
@@ -171,6 +182,7 @@ async fn main() -> anyhow::Result<()> {
                 reader,
                 busy: false,
                 bias: Vec::new(),
+                positions: Vec::new(),
                 timer_p99: Vec::new(),
                 connections: 0,
             })
@@ -197,6 +209,7 @@ async fn main() -> anyhow::Result<()> {
             reader,
             busy: true,
             bias: Vec::new(),
+            positions: Vec::new(),
             timer_p99: Vec::new(),
             connections: 0,
         };
@@ -263,11 +276,84 @@ fn report(cases: &[Case]) {
         );
     }
     println!(
+        "\nDifferences with 95% bootstrap intervals (each case's values resampled on their own):\n"
+    );
+    println!(
+        "{:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
+        "at once",
+        "reader",
+        "median vs JS on page",
+        "p99 vs JS on page",
+        "median vs JS in worker",
+        "p99 vs JS in worker"
+    );
+    for case in cases
+        .iter()
+        .filter(|c| matches!(c.reader, Reader::Still | Reader::Charts | Reader::Page))
+    {
+        let cell = |reference: Reader, p: f64| {
+            cases
+                .iter()
+                .find(|c| c.level == case.level && c.busy == case.busy && c.reader == reference)
+                .map_or("—".to_owned(), |r| {
+                    let (value, low, high) = difference_ci(&case.bias, &r.bias, p);
+                    format!("{value:+.2} [{low:+.2}, {high:+.2}]")
+                })
+        };
+        println!(
+            "{:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
+            case.level,
+            case.reader.name(),
+            cell(Reader::JsOnPage, 50.0),
+            cell(Reader::JsOnPage, 99.0),
+            cell(Reader::JsInWorker, 50.0),
+            cell(Reader::JsInWorker, 99.0),
+        );
+    }
+    println!("\nThe slowest 1% of each case: value ms (block, place in the block)\n");
+    for case in cases {
+        let mut order: Vec<usize> = (0..case.bias.len()).collect();
+        order.sort_by(|&a, &b| case.bias[b].total_cmp(&case.bias[a]));
+        let slowest: Vec<String> = order
+            .iter()
+            .take(case.bias.len().div_ceil(100))
+            .map(|&i| {
+                let (block, place) = case.positions[i];
+                format!("{:.1} ({block}, {place})", case.bias[i])
+            })
+            .collect();
+        println!(
+            "{:>3} {:<41} {}",
+            case.level,
+            case.reader.name(),
+            slowest.join("  ")
+        );
+    }
+    println!(
         "\n\"vs JS\": median / p99 minus the JS reader's at the same level (busy against busy).\n\
          Level 10: HTTP/2 over TLS (one connection); the others: HTTP/1.1.\n\
          \"timer late p99\": the engine's own 100 ms timer, the worst block's p99.\n\
          \"conns\": TCP connections the server accepted during the case, page loads included."
     );
+}
+
+/// `p`-th percentile of `a` minus that of `b`, with a 95% percentile-bootstrap interval
+/// drawn by resampling each of them on its own.
+fn difference_ci(a: &[f64], b: &[f64], p: f64) -> (f64, f64, f64) {
+    let value = percentile(a, p).unwrap_or(f64::NAN) - percentile(b, p).unwrap_or(f64::NAN);
+    let mut rng = SplitMix64::new(BOOTSTRAP_SEED);
+    let mut resample = |values: &[f64]| -> f64 {
+        let drawn: Vec<f64> = (0..values.len())
+            .map(|_| values[rng.below(values.len())])
+            .collect();
+        percentile(&drawn, p).unwrap_or(f64::NAN)
+    };
+    let differences: Vec<f64> = (0..2000).map(|_| resample(a) - resample(b)).collect();
+    (
+        value,
+        percentile(&differences, 2.5).unwrap_or(f64::NAN),
+        percentile(&differences, 97.5).unwrap_or(f64::NAN),
+    )
 }
 
 /// Measures one block of `requests` to `target` for `case` and adds it to the case.
@@ -319,6 +405,9 @@ async fn measure(
         }
         reader => run_in_app(server, browser, target, case.level, requests, reader, busy).await?,
     };
+    let block = case.positions.last().map_or(0, |&(b, _)| b + 1);
+    case.positions
+        .extend((0..bias.len() as u32).map(|i| (block, i)));
     case.bias.extend(bias);
     case.timer_p99.extend(timer_p99);
     case.connections += server.connections_accepted() - before;
@@ -338,13 +427,19 @@ async fn run_in_app(
     let driver = &browser.driver;
     let mut demo = server.demo_target(KNOBS);
     demo.url = target.to_owned();
+    // One warm-up request first, as the JS reader makes one and as every protocol a beta
+    // user runs begins with one: the first request after the page loads pays for the
+    // connection (over TLS, its handshake) and the CORS preflight.
     let mut plan = Plan::steady(demo, requests);
-    if level > 1 {
-        plan.phases = vec![PhasePlan::Concurrency {
+    let measured = if level > 1 {
+        PhasePlan::Concurrency {
             levels: vec![level],
             requests_per_level: requests,
-        }];
-    }
+        }
+    } else {
+        PhasePlan::Steady { requests }
+    };
+    plan.phases = vec![PhasePlan::Warmup { requests: 1 }, measured];
     plan.multiplexed = level > HTTP1_CONNECTIONS_PER_HOST;
     let study = Study {
         title: "Engine bias".into(),
@@ -398,6 +493,7 @@ async fn run_in_app(
             .as_array()
             .context("samples")?
             .iter()
+            .filter(|s| s["phase"] != "warmup")
             .filter_map(|s| s["conn"]["protocol"].as_str())
             .collect();
         if protocols.len() != requests as usize || protocols.iter().any(|p| *p != "h2") {
@@ -412,6 +508,7 @@ async fn run_in_app(
         .as_array()
         .context("samples")?
         .iter()
+        .filter(|s| s["phase"] != "warmup")
         .filter_map(|s| {
             Some(s["ttft_ms"].as_f64()? - s["stream_timings"]["first_token_written_ms"].as_f64()?)
         })
