@@ -504,6 +504,10 @@ async fn every_phase_of_a_plan_runs_and_labels_its_samples() {
     assert!(!finished.cancelled);
     assert!(!finished.engine.in_worker);
     assert!(finished.engine.timer_ticks > 0, "{:?}", finished.engine);
+    // Chromium coarsens `performance.now()` to 0.1 ms on a page that is not cross-origin
+    // isolated (and jitters where the steps fall, never their size).
+    let step = finished.engine.clock_step_ms.expect("the clock moved");
+    assert!((0.001..=0.1).contains(&step), "clock step {step} ms");
 
     // The record of this run is valid.
     record(&plan, samples, &finished);

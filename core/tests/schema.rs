@@ -150,6 +150,14 @@ fn bad_records_are_refused_by_both_with_the_field_named() {
         "engine.hidden_ms"
     );
     assert_eq!(
+        rejected_field(|v| v["engine"]["clock_step_ms"] = json!(0.0)),
+        "engine.clock_step_ms"
+    );
+    assert_eq!(
+        rejected_field(|v| v["engine"]["clock_step_ms"] = json!(250.0)),
+        "engine.clock_step_ms"
+    );
+    assert_eq!(
         rejected_field(|v| v["plan"]["phases"][0] =
             json!({"phase": "concurrency", "levels": [0], "requests_per_level": 1})),
         "plan.phases[0].levels[0]"
@@ -225,4 +233,17 @@ fn times_survive_a_json_round_trip_exactly() {
     let back: Run =
         serde_json::from_str(&serde_json::to_string(&run).expect("json")).expect("parses");
     assert_eq!(back, run);
+}
+
+#[test]
+fn a_record_from_a_page_that_did_not_read_its_clock_step_is_still_valid() {
+    let mut value = example();
+    value["engine"]
+        .as_object_mut()
+        .expect("engine")
+        .remove("clock_step_ms");
+    assert_eq!(schema_errors(&value), Vec::<String>::new());
+    let run: Run = serde_json::from_value(value).expect("a record");
+    run.validate().expect("valid");
+    assert_eq!(run.engine.clock_step_ms, None);
 }

@@ -10,6 +10,37 @@ use wasm_bindgen::prelude::*;
 
 use super::scope::Scope;
 
+/// How long [`clock_step_ms`] watches the clock, at most.
+const CLOCK_WATCH_MS: f64 = 20.0;
+/// How many steps of the clock it waits for, at most.
+const CLOCK_STEPS: u32 = 8;
+
+/// The smallest step `performance.now()` takes, watched for a few steps (at most
+/// [`CLOCK_WATCH_MS`]): browsers coarsen the clock (Chromium to 0.1 ms, Firefox and WebKit
+/// to 1 ms on a page that is not cross-origin isolated), and a time finer than the step
+/// is not measured. Two readings of a coarsened clock differ by whole steps, so the
+/// smallest difference seen is the step. `None` if the clock never moved.
+pub fn clock_step_ms(scope: &Scope) -> Option<f64> {
+    let performance = scope.performance();
+    let start = performance.now();
+    let (mut last, mut smallest, mut steps) = (start, f64::INFINITY, 0);
+    while steps < CLOCK_STEPS {
+        let now = performance.now();
+        if now > last {
+            smallest = smallest.min(now - last);
+            steps += 1;
+            last = now;
+        }
+        if now - start > CLOCK_WATCH_MS {
+            break;
+        }
+    }
+    // Rounded to a microsecond: the readings' own float error is far below it.
+    smallest
+        .is_finite()
+        .then(|| (smallest * 1000.0).round().max(1.0) / 1000.0)
+}
+
 /// The period of the probe timer.
 const PERIOD_MS: f64 = 100.0;
 

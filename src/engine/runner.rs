@@ -10,7 +10,7 @@ use firsttoken_core::{Phase, Plan, Sample};
 use futures_util::future::join_all;
 
 use super::control::{Cancel, Drawn, Visibility};
-use super::health::TimerProbe;
+use super::health::{TimerProbe, clock_step_ms};
 use super::protocol::{Finished, FromEngine, Progress};
 use super::request::{Measured, RequestSpec, RunContext, prepare, send};
 use super::scope::Scope;
@@ -37,6 +37,7 @@ pub async fn run_plan(
     let performance = scope.performance();
     timing::enlarge_buffer(&performance);
     timing::clear(&performance);
+    let clock_step_ms = clock_step_ms(scope);
     let probe = TimerProbe::start(scope);
     let run_start = performance.now();
     let mut run = Runner {
@@ -133,6 +134,7 @@ pub async fn run_plan(
             timer_lateness_max_ms,
             timer_ticks,
             hidden_ms: controls.visibility.hidden_ms(performance.now()),
+            clock_step_ms,
         },
     }));
     run.samples
