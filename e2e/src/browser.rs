@@ -1,12 +1,17 @@
-//! Headless Chromium through chromedriver, with the flags in the workspace's
-//! `webdriver.json` (the same file the wasm-bindgen test runner reads).
+//! The three engines beta users bring, each through its own WebDriver: headless Chromium
+//! through chromedriver, with the flags in the workspace's `webdriver.json` (the same file
+//! the wasm-bindgen test runner reads); headless Firefox ESR through geckodriver; and
+//! WebKitGTK's MiniBrowser through WebKitWebDriver, on a virtual X display (`xvfb-run`).
+//! Every driver is started from the path `cargo xtask` installed it at: a client that
+//! looks for one by itself waits forever on a machine without internet.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use base64::Engine;
+use base64::Engine as _;
 use serde_json::{Value, json};
+use thirtyfour::extensions::addons::firefox::FirefoxTools;
 use thirtyfour::prelude::*;
 
 use crate::{screenshot_dir, workspace_root};
@@ -34,24 +39,85 @@ pub const PHONE: Viewport = Viewport {
     mobile: true,
 };
 
-/// A chromedriver process and one browser session; both end when this is dropped (or
-/// sooner with [`Browser::quit`]).
-pub struct Browser {
-    // Fields drop in order: the session first, while chromedriver can still end it (a
-    // session dropped after its chromedriver waits out thirtyfour's 120 s request timeout),
-    // then chromedriver.
-    pub driver: WebDriver,
-    chromedriver: Chromedriver,
+/// A browser engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Engine {
+    Chromium,
+    Firefox,
+    WebKit,
 }
 
-/// Kills chromedriver when dropped.
-struct Chromedriver(Child);
+impl Engine {
+    pub const ALL: [Engine; 3] = [Engine::Chromium, Engine::Firefox, Engine::WebKit];
 
-impl Drop for Chromedriver {
+    /// The engine's name in file names and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Chromium => "chromium",
+            Engine::Firefox => "firefox",
+            Engine::WebKit => "webkit",
+        }
+    }
+
+    /// The browser family the app records for this engine on this machine.
+    pub fn family(self) -> &'static str {
+        match self {
+            Engine::Chromium => "Chrome",
+            Engine::Firefox => "Firefox",
+            Engine::WebKit => "WebKitGTK",
+        }
+    }
+}
+
+/// A WebDriver process and one browser session; both end when this is dropped (or sooner
+/// with [`Browser::quit`]).
+pub struct Browser {
+    // Fields drop in order: the session first, while its driver can still end it (a
+    // session dropped after its driver waits out thirtyfour's 120 s request timeout),
+    // then the driver.
+    pub driver: WebDriver,
+    pub engine: Engine,
+    process: DriverProcess,
+}
+
+/// Kills the driver (and, for WebKit, the X server `xvfb-run` started) when dropped.
+struct DriverProcess(Child);
+
+impl Drop for DriverProcess {
     fn drop(&mut self) {
+        // The driver leads a process group of its own (see `spawn_driver`): end all of it,
+        // `xvfb-run`'s X server included. `--` before the negative id matters: without it
+        // procps' kill reads `-<id>` as an option, and a stray `-1` would signal every
+        // process the user may signal.
+        let group = self.0.id();
+        if group > 1 {
+            let _ = Command::new("kill")
+                .args(["-s", "TERM", "--", &format!("-{group}")])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The path in `variable`, or `default`.
+fn path_from(variable: &str, default: &str) -> String {
+    std::env::var(variable).unwrap_or_else(|_| default.into())
+}
+
+/// Starts a driver process, in a process group of its own so that all of it can be ended.
+fn spawn_driver(program: &str, args: &[String], hint: &str) -> anyhow::Result<DriverProcess> {
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    Ok(DriverProcess(command.spawn().with_context(|| {
+        format!("cannot start {program}: {hint}")
+    })?))
 }
 
 impl std::fmt::Debug for Browser {
@@ -69,26 +135,81 @@ impl Browser {
     /// [`Browser::start`] with more Chromium flags.
     pub async fn start_with(viewport: Viewport, flags: &[&str]) -> anyhow::Result<Self> {
         let port = free_port()?;
-        let chromedriver_path =
-            std::env::var("CHROMEDRIVER").unwrap_or_else(|_| "/usr/bin/chromedriver".into());
+        let chromedriver = path_from("CHROMEDRIVER", "/usr/bin/chromedriver");
         // Killed on the way out, even when no session opens.
-        let chromedriver = Chromedriver(
-            Command::new(&chromedriver_path)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "cannot start {chromedriver_path}: `cargo xtask test` installs chromium-driver"
-                )
-            })?,
-        );
+        let process = spawn_driver(
+            &chromedriver,
+            &[format!("--port={port}")],
+            "`cargo xtask test` installs chromium-driver",
+        )?;
         let browser = Self {
-            driver: connect(port, viewport, flags).await?,
-            chromedriver,
+            driver: connect(port, chromium_capabilities(viewport, flags)?).await?,
+            engine: Engine::Chromium,
+            process,
         };
         browser.emulate(viewport).await?;
+        Ok(browser)
+    }
+
+    /// Opens `engine` sized to `viewport`: Chromium as [`Browser::start`] does, Firefox
+    /// headless, WebKitGTK's MiniBrowser on a virtual display. Firefox and WebKit have no
+    /// device emulation: their window is sized to the viewport instead, and a phone
+    /// viewport is a narrow window, not a touch device.
+    pub async fn start_engine(engine: Engine, viewport: Viewport) -> anyhow::Result<Self> {
+        let port = free_port()?;
+        let (process, capabilities) = match engine {
+            Engine::Chromium => return Self::start(viewport).await,
+            Engine::Firefox => {
+                let geckodriver = path_from("GECKODRIVER", "/root/.cargo/bin/geckodriver");
+                let process = spawn_driver(
+                    &geckodriver,
+                    &[format!("--port={port}"), "--host=127.0.0.1".into()],
+                    "`cargo xtask test` installs it with cargo install geckodriver",
+                )?;
+                let mut caps = DesiredCapabilities::firefox();
+                caps.set_firefox_binary(&path_from("FIREFOX", "/usr/bin/firefox-esr"))?;
+                caps.add_arg("-headless")?;
+                caps.add_arg(&format!("--width={}", viewport.width))?;
+                caps.add_arg(&format!("--height={}", viewport.height))?;
+                (process, Capabilities::from(caps))
+            }
+            Engine::WebKit => {
+                let webkit_driver = path_from("WEBKIT_DRIVER", "/usr/bin/WebKitWebDriver");
+                let process = spawn_driver(
+                    &path_from("XVFB_RUN", "/usr/bin/xvfb-run"),
+                    &[
+                        "-a".into(),
+                        "-s".into(),
+                        "-screen 0 1920x1200x24".into(),
+                        webkit_driver,
+                        format!("--port={port}"),
+                    ],
+                    "`cargo xtask test` installs xvfb and webkit2gtk-driver",
+                )?;
+                let mut caps = Capabilities::new();
+                caps.set("browserName", "MiniBrowser")?;
+                caps.set(
+                    "webkitgtk:browserOptions",
+                    json!({
+                        "binary": path_from(
+                            "MINIBROWSER",
+                            "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser"
+                        ),
+                        "args": ["--automation"],
+                    }),
+                )?;
+                (process, caps)
+            }
+        };
+        let browser = Self {
+            driver: connect(port, capabilities).await?,
+            engine,
+            process,
+        };
+        browser
+            .driver
+            .set_window_rect(0, 0, viewport.width, viewport.height)
+            .await?;
         Ok(browser)
     }
 
@@ -127,8 +248,13 @@ impl Browser {
         Ok(())
     }
 
-    /// Saves a screenshot in dark mode as `{name}-dark`, and goes back to light.
+    /// Saves a screenshot in dark mode as `{name}-dark`, and goes back to light. Chromium
+    /// only: the others cannot switch the colour scheme of a running page, so they take
+    /// none.
     pub async fn screenshot_dark(&self, name: &str) -> anyhow::Result<()> {
+        if self.engine != Engine::Chromium {
+            return Ok(());
+        }
         self.dark(true).await?;
         let shot = self.screenshot(&format!("{name}-dark")).await;
         self.dark(false).await?;
@@ -181,13 +307,54 @@ impl Browser {
         }
     }
 
-    /// Saves a screenshot of the whole page as `target/e2e-screenshots/{name}.png`.
+    /// Saves a screenshot of the whole page as `target/e2e-screenshots/{name}.png`
+    /// (Chromium; the other engines save what the window shows, and their name goes in
+    /// the file name: `{name}-firefox.png`).
     pub async fn screenshot(&self, name: &str) -> anyhow::Result<()> {
         // Chromium paints scrolled overflow regions blank in a beyond-viewport capture
         // once the page itself has scrolled, so capture from the top.
         self.driver
             .execute("window.scrollTo(0, 0)", Vec::new())
             .await?;
+        let dir = screenshot_dir();
+        std::fs::create_dir_all(&dir)?;
+        let other = |png: Vec<u8>| {
+            std::fs::write(dir.join(format!("{name}-{}.png", self.engine.name())), png)
+        };
+        match self.engine {
+            Engine::Chromium => {}
+            Engine::Firefox => {
+                let tools = FirefoxTools::new(self.driver.handle().clone());
+                other(tools.full_screenshot_as_png().await?)?;
+                return Ok(());
+            }
+            Engine::WebKit => {
+                // No full-page capture: make the window as tall as the page (same width,
+                // so the same layout), capture, and size it back.
+                let rect = self.driver.get_window_rect().await?;
+                let number = |script: &'static str| async move {
+                    let value = self.driver.execute(script, Vec::new()).await?;
+                    anyhow::Ok(value.json().as_i64())
+                };
+                let page = number("return document.documentElement.scrollHeight")
+                    .await?
+                    .unwrap_or(rect.height)
+                    .clamp(1, 6000);
+                let inner = number("return window.innerHeight")
+                    .await?
+                    .unwrap_or(rect.height);
+                let chrome = (rect.height - inner).max(0);
+                self.driver
+                    .set_window_rect(rect.x, rect.y, rect.width as u32, (page + chrome) as u32)
+                    .await?;
+                let png = self.driver.screenshot_as_png().await;
+                self.driver
+                    .set_window_rect(rect.x, rect.y, rect.width as u32, rect.height as u32)
+                    .await?;
+                other(png?)?;
+                return Ok(());
+            }
+        }
         let shot = self
             .driver
             .cdp()
@@ -198,26 +365,37 @@ impl Browser {
             .await?;
         let data = shot["data"].as_str().context("no screenshot data")?;
         let png = base64::engine::general_purpose::STANDARD.decode(data)?;
-        let dir = screenshot_dir();
-        std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join(format!("{name}.png")), png)?;
         Ok(())
     }
 
-    /// Ends the session and chromedriver.
+    /// Ends the session and its driver.
     pub async fn quit(self) -> anyhow::Result<()> {
         let Self {
-            driver,
-            chromedriver,
+            driver, process, ..
         } = self;
         let result = driver.quit().await;
-        drop(chromedriver);
+        drop(process);
         result.map_err(Into::into)
     }
 }
 
-/// Opens a session, retrying while chromedriver is still starting.
-async fn connect(port: u16, viewport: Viewport, flags: &[&str]) -> anyhow::Result<WebDriver> {
+/// Opens a session, retrying while the driver is still starting.
+async fn connect(port: u16, capabilities: Capabilities) -> anyhow::Result<WebDriver> {
+    let start = Instant::now();
+    loop {
+        match WebDriver::new(format!("http://127.0.0.1:{port}"), capabilities.clone()).await {
+            Ok(driver) => return Ok(driver),
+            Err(_) if start.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e).context("the WebDriver did not open a browser session"),
+        }
+    }
+}
+
+/// Chromium's binary and flags from `webdriver.json`, and the window size.
+fn chromium_capabilities(viewport: Viewport, flags: &[&str]) -> anyhow::Result<Capabilities> {
     let options = webdriver_options()?;
     let mut caps = DesiredCapabilities::chrome();
     if let Some(binary) = options["binary"].as_str() {
@@ -238,16 +416,7 @@ async fn connect(port: u16, viewport: Viewport, flags: &[&str]) -> anyhow::Resul
         "--window-size={},{}",
         viewport.width, viewport.height
     ))?;
-    let start = Instant::now();
-    loop {
-        match WebDriver::new(format!("http://127.0.0.1:{port}"), caps.clone()).await {
-            Ok(driver) => return Ok(driver),
-            Err(_) if start.elapsed() < Duration::from_secs(20) => {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => return Err(e).context("chromedriver did not open a Chromium session"),
-        }
-    }
+    Ok(caps.into())
 }
 
 /// The Chromium binary and flags from `webdriver.json`.

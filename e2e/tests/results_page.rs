@@ -1,5 +1,6 @@
 //! The results page reads the collector's summaries: grouped percentiles with intervals,
-//! distribution curves, and a before/after comparison of two versions. Screenshots of each
+//! distribution curves, and a before/after comparison of two versions, in Chromium,
+//! Firefox and WebKitGTK. Screenshots of each
 //! state land in `target/e2e-screenshots/`.
 
 use std::time::Duration;
@@ -8,7 +9,7 @@ use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::NetworkLabel;
 use firsttoken_core::{Phase, Run};
 use firsttoken_e2e::TestServer;
-use firsttoken_e2e::browser::{Browser, DESKTOP, PHONE, Viewport};
+use firsttoken_e2e::browser::{Browser, DESKTOP, Engine, PHONE, Viewport};
 use thirtyfour::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -67,9 +68,9 @@ async fn seeded_server() -> anyhow::Result<TestServer> {
     Ok(server)
 }
 
-async fn grouped_and_compared(viewport: Viewport) -> anyhow::Result<()> {
+async fn grouped_and_compared(engine: Engine, viewport: Viewport) -> anyhow::Result<()> {
     let server = seeded_server().await?;
-    let browser = Browser::start(viewport).await?;
+    let browser = Browser::start_engine(engine, viewport).await?;
     let driver = &browser.driver;
     let shot = |state: &str| format!("results-page-{}-{state}", viewport.name);
     driver.goto(server.url("/results")).await?;
@@ -123,12 +124,22 @@ async fn grouped_and_compared(viewport: Viewport) -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn results_group_and_compare_on_a_desktop() -> anyhow::Result<()> {
-    grouped_and_compared(DESKTOP).await
+    grouped_and_compared(Engine::Chromium, DESKTOP).await
 }
 
 #[tokio::test]
 async fn results_group_and_compare_on_a_phone() -> anyhow::Result<()> {
-    grouped_and_compared(PHONE).await
+    grouped_and_compared(Engine::Chromium, PHONE).await
+}
+
+#[tokio::test]
+async fn results_group_and_compare_in_firefox() -> anyhow::Result<()> {
+    grouped_and_compared(Engine::Firefox, PHONE).await
+}
+
+#[tokio::test]
+async fn results_group_and_compare_in_webkit() -> anyhow::Result<()> {
+    grouped_and_compared(Engine::WebKit, PHONE).await
 }
 
 #[tokio::test]

@@ -1,15 +1,16 @@
 //! A beta user's path, in headless Chromium against real servers: open a share link,
 //! consent, run the quick protocol against the demo target, watch the charts fill, upload.
-//! Also: a collector that is away during the upload gets the run later, exactly once; a
-//! broken link says so; the operator's page makes a link. Screenshots of each state land
-//! in `target/e2e-screenshots/`.
+//! Also, in Chromium, Firefox and WebKitGTK alike: a collector that is away during the
+//! upload gets the run later, exactly once (`engines.rs` has the rest of the path in the
+//! other two). In Chromium: a broken link says so; the operator's page makes a link.
+//! Screenshots of each state land in `target/e2e-screenshots/`.
 
 use std::time::Duration;
 
 use firsttoken_core::plan::{PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_e2e::TestServer;
-use firsttoken_e2e::browser::{Browser, DESKTOP, PHONE, Viewport};
+use firsttoken_e2e::browser::{Browser, DESKTOP, Engine, PHONE, Viewport};
 use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
 use firsttoken_server::db::Table;
 use thirtyfour::prelude::*;
@@ -298,13 +299,31 @@ async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Re
 
 #[tokio::test]
 async fn a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::Result<()> {
+    collector_away(Engine::Chromium).await
+}
+
+#[tokio::test]
+async fn in_firefox_a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::Result<()>
+{
+    collector_away(Engine::Firefox).await
+}
+
+#[tokio::test]
+async fn in_webkit_a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::Result<()>
+{
+    collector_away(Engine::WebKit).await
+}
+
+/// The run is kept in the browser (IndexedDB) while the collector is away, survives a
+/// reload, is sent once when the collector is back, and can be deleted from it.
+async fn collector_away(engine: Engine) -> anyhow::Result<()> {
     let app = TestServer::start().await?;
     let mut collector = TestServer::collector().await?;
     let plan = Plan::steady(app.demo_target(FAST), 5);
     let link = app.link(&study(plan, Some(collector.url("/api/v1/runs"))));
     collector.stop().await;
 
-    let browser = Browser::start(DESKTOP).await?;
+    let browser = Browser::start_engine(engine, DESKTOP).await?;
     let driver = &browser.driver;
     driver.goto(&link).await?;
     consent_and_start(driver).await?;
@@ -435,8 +454,24 @@ async fn a_broken_link_says_what_is_wrong() -> anyhow::Result<()> {
 
 #[tokio::test]
 async fn the_operator_makes_a_link_and_a_token_needs_confirming() -> anyhow::Result<()> {
+    operator_makes_a_link(Engine::Chromium).await
+}
+
+#[tokio::test]
+async fn in_firefox_the_operator_makes_a_link() -> anyhow::Result<()> {
+    operator_makes_a_link(Engine::Firefox).await
+}
+
+#[tokio::test]
+async fn in_webkit_the_operator_makes_a_link() -> anyhow::Result<()> {
+    operator_makes_a_link(Engine::WebKit).await
+}
+
+/// The compose page makes a link that carries a token only once the token is confirmed as
+/// for this benchmark only, and the beta user's page says it carries one.
+async fn operator_makes_a_link(engine: Engine) -> anyhow::Result<()> {
     let server = TestServer::start().await?;
-    let browser = Browser::start(DESKTOP).await?;
+    let browser = Browser::start_engine(engine, DESKTOP).await?;
     let driver = &browser.driver;
     driver.goto(server.url("/")).await?;
     let token = driver.query(By::Css("[data-testid=token]")).first().await?;

@@ -72,7 +72,7 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
                         "browser",
                     ])
                     .args(["--example", example])
-                    .env("CHROMEDRIVER", tools::CHROMEDRIVER),
+                    .envs(tools::driver_env()),
             )
         })?;
     }

@@ -59,19 +59,22 @@ fn all(steps: &mut Steps) -> anyhow::Result<()> {
     })?;
     steps.step("browser tests in headless Chromium", browser_tests)?;
     steps.step("build the app (trunk build --release)", build_app)?;
-    steps.step("end-to-end tests in headless Chromium", || {
-        shell::run(
-            cargo()
-                .args([
-                    "test",
-                    "--package",
-                    "firsttoken-e2e",
-                    "--features",
-                    "browser",
-                ])
-                .env("CHROMEDRIVER", tools::CHROMEDRIVER),
-        )
-    })?;
+    steps.step(
+        "end-to-end tests in headless Chromium, Firefox and WebKitGTK",
+        || {
+            shell::run(
+                cargo()
+                    .args([
+                        "test",
+                        "--package",
+                        "firsttoken-e2e",
+                        "--features",
+                        "browser",
+                    ])
+                    .envs(tools::driver_env()),
+            )
+        },
+    )?;
     Ok(())
 }
 

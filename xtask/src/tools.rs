@@ -18,6 +18,36 @@ const BINARYEN: &str = "binaryen@132.0.0";
 const WASM_OPT_VERSION: &str = "version 132";
 pub const CHROMIUM: &str = "/usr/bin/chromium";
 pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
+/// Debian's Firefox ESR, driven by geckodriver from crates.io.
+pub const FIREFOX: &str = "/usr/bin/firefox-esr";
+const GECKODRIVER_VERSION: &str = "0.37.1";
+/// Debian's WebKitGTK driver, which drives WebKitGTK's MiniBrowser under `xvfb-run`.
+pub const WEBKIT_DRIVER: &str = "/usr/bin/WebKitWebDriver";
+pub const MINIBROWSER: &str = "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser";
+const XVFB_RUN: &str = "/usr/bin/xvfb-run";
+
+/// Where each engine and its driver are, for the end-to-end tests and benchmarks (a
+/// WebDriver client that looks for a driver by itself hangs on a machine without
+/// internet).
+pub fn driver_env() -> Vec<(&'static str, std::ffi::OsString)> {
+    vec![
+        ("CHROMEDRIVER", CHROMEDRIVER.into()),
+        ("GECKODRIVER", geckodriver().into_os_string()),
+        ("FIREFOX", FIREFOX.into()),
+        ("WEBKIT_DRIVER", WEBKIT_DRIVER.into()),
+        ("MINIBROWSER", MINIBROWSER.into()),
+        ("XVFB_RUN", XVFB_RUN.into()),
+    ]
+}
+
+/// Where `cargo install` put geckodriver.
+pub fn geckodriver() -> PathBuf {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .unwrap_or_else(|| PathBuf::from("/root/.cargo"));
+    home.join("bin/geckodriver")
+}
 
 /// Where npm-installed tools live (inside target/, so `cargo clean` removes them too).
 pub fn npm_tools_dir() -> PathBuf {
@@ -71,20 +101,51 @@ pub fn ensure_build_tools() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Everything a test or benchmark in a browser needs: the build tools, Chromium and
-/// ChromeDriver.
+/// Everything a test or benchmark in a browser needs: the build tools, and the three
+/// engines with their drivers (Chromium and ChromeDriver, Firefox ESR and geckodriver,
+/// WebKitGTK and WebKitWebDriver).
 pub fn ensure_for_browser() -> anyhow::Result<()> {
     ensure_build_tools()?;
-    ensure_browser()
+    ensure_browsers()
 }
 
-/// Debian's Chromium and ChromeDriver.
-fn ensure_browser() -> anyhow::Result<()> {
-    if Path::new(CHROMIUM).exists() && Path::new(CHROMEDRIVER).exists() {
-        return Ok(());
+/// The engines from Debian, and geckodriver from crates.io.
+fn ensure_browsers() -> anyhow::Result<()> {
+    let wanted = [
+        (CHROMIUM, "chromium"),
+        (CHROMEDRIVER, "chromium-driver"),
+        (FIREFOX, "firefox-esr"),
+        (WEBKIT_DRIVER, "webkit2gtk-driver"),
+        (MINIBROWSER, "webkit2gtk-driver"),
+        (XVFB_RUN, "xvfb"),
+    ];
+    let mut missing: Vec<&str> = wanted
+        .iter()
+        .filter(|(path, _)| !Path::new(path).exists())
+        .map(|(_, package)| *package)
+        .collect();
+    missing.dedup();
+    if !missing.is_empty() {
+        println!(
+            "  installing {} from Debian (a minute or two)",
+            missing.join(", ")
+        );
+        apt_install(&missing)?;
     }
-    println!("  installing chromium and chromium-driver from Debian (about a minute)");
-    apt_install(&["chromium", "chromium-driver"])
+    if !has_version(
+        Command::new(geckodriver()).arg("--version"),
+        GECKODRIVER_VERSION,
+    ) {
+        println!("  installing geckodriver {GECKODRIVER_VERSION} from crates.io (about 3 minutes)");
+        shell::run(cargo().args([
+            "install",
+            "geckodriver",
+            "--version",
+            GECKODRIVER_VERSION,
+            "--locked",
+        ]))?;
+    }
+    Ok(())
 }
 
 fn ensure_wasm_target() -> anyhow::Result<()> {

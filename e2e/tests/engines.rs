@@ -1,0 +1,113 @@
+//! The beta user's path in Firefox and WebKitGTK (Chromium's is in `study_page.rs`): open
+//! a share link on a phone-sized window, consent, Start, the live charts fill, the run
+//! uploads, and the record the collector stored names the right browser, says how fine
+//! its clock was and has a first token for every request. Screenshots of each state land
+//! in `target/e2e-screenshots/`, named for the engine.
+
+use std::time::Duration;
+
+use firsttoken_core::plan::{PhasePlan, Plan};
+use firsttoken_core::share::Study;
+use firsttoken_e2e::TestServer;
+use firsttoken_e2e::browser::{Browser, Engine, PHONE};
+use serde_json::Value;
+use thirtyfour::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+const FAST: &str = "first_token_ms=80&itl_ms=4&tokens=12";
+
+async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let mut plan = Plan::steady(server.demo_target(FAST), 6);
+    plan.phases = vec![
+        PhasePlan::Warmup { requests: 1 },
+        PhasePlan::Steady { requests: 6 },
+        PhasePlan::Concurrency {
+            levels: vec![1, 3],
+            requests_per_level: 6,
+        },
+    ];
+    let total = plan.total_requests() as usize;
+    let study = Study {
+        title: format!("Chat latency in {}", engine.name()),
+        plan,
+        collector: None,
+        carries_token: false,
+    };
+    let browser = Browser::start_engine(engine, PHONE).await?;
+    let driver = &browser.driver;
+    let shot = |state: &str| format!("engine-phone-{state}");
+
+    driver.goto(server.link(&study)).await?;
+    let title = browser
+        .wait_for_text("[data-testid=study-title]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert_eq!(title, study.title);
+    browser.screenshot(&shot("1-landing")).await?;
+    for control in ["network-wifi", "consent", "start-button"] {
+        driver
+            .find(By::Css(format!("[data-testid={control}]")))
+            .await?
+            .click()
+            .await?;
+    }
+    browser
+        .wait_for_count("[data-testid=timeline-chart] line.dot", 3, WAIT)
+        .await?;
+    browser.screenshot(&shot("2-running")).await?;
+    browser
+        .wait_for_text("[data-testid=run-status]", Duration::from_secs(120), |t| {
+            t.starts_with("Finished")
+        })
+        .await?;
+    browser
+        .wait_for_count("[data-testid=stored-run-link]", 1, WAIT)
+        .await?;
+    browser.screenshot(&shot("3-results")).await?;
+
+    let ids = server.db.run_ids().await?;
+    anyhow::ensure!(ids.len() == 1, "{} runs stored, not 1", ids.len());
+    let record: Value =
+        serde_json::from_str(&server.db.run_record(&ids[0]).await?.expect("stored"))?;
+    assert_eq!(
+        record["client"]["browser"],
+        engine.family(),
+        "{}",
+        record["client"]
+    );
+    assert_eq!(record["client"]["network"], "wifi");
+    assert_eq!(record["engine"]["in_worker"], true, "{}", record["engine"]);
+    let step = record["engine"]["clock_step_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no clock step: {}", record["engine"]));
+    // Both engines step `performance.now()` in whole milliseconds on a page that is not
+    // cross-origin isolated.
+    assert_eq!(step, 1.0, "{}", record["engine"]);
+    let samples = record["samples"].as_array().expect("samples");
+    assert_eq!(samples.len(), total);
+    for s in samples {
+        let ttft = s["ttft_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no first token: {s}"));
+        let written = s["stream_timings"]["first_token_written_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no server timings: {s}"));
+        // The browser cannot see the first token before the server wrote it (give or
+        // take the clock's step), nor long after, on loopback.
+        assert!(
+            ttft + step >= written && ttft < written + 100.0,
+            "TTFT {ttft} ms against the server's {written} ms: {s}"
+        );
+    }
+    browser.quit().await
+}
+
+#[tokio::test]
+async fn a_beta_user_in_firefox_runs_and_uploads() -> anyhow::Result<()> {
+    a_beta_user_runs_and_uploads(Engine::Firefox).await
+}
+
+#[tokio::test]
+async fn a_beta_user_in_webkit_runs_and_uploads() -> anyhow::Result<()> {
+    a_beta_user_runs_and_uploads(Engine::WebKit).await
+}
