@@ -1,7 +1,10 @@
 //! The engine's bias on loopback: the TTFT the browser measured minus the demo server's own
 //! time from receiving the request to writing the first token (which the demo reports in
 //! its final event), at 1, 3, 5 and 10 requests at once, beside a minimal hand-written
-//! JavaScript fetch reader doing the same in the same browser, all in one run. Levels 1, 3
+//! JavaScript fetch reader doing the same in the same browser, all in one run; then, in
+//! Firefox ESR and WebKitGTK, at 1 and 3 at once, the engine with live charts beside the
+//! same JS reader in that engine (`FIRSTTOKEN_BENCH_ENGINES=firefox,webkit` runs only
+//! those). Levels 1, 3
 //! and 5 go to the demo over HTTP/1.1; 10 at once would queue in the browser there (six
 //! connections per host), so level 10 goes to the same server over TLS and HTTP/2
 //! ([`firsttoken_e2e::tls`]), in a plan marked multiplexed.
@@ -36,7 +39,7 @@ use firsttoken_core::plan::{HTTP1_CONNECTIONS_PER_HOST, PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, percentile};
 use firsttoken_e2e::TestServer;
-use firsttoken_e2e::browser::{Browser, DESKTOP};
+use firsttoken_e2e::browser::{Browser, DESKTOP, Engine};
 use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
@@ -143,6 +146,7 @@ impl Reader {
 
 /// What one case measured, over all its blocks.
 struct Case {
+    engine: Engine,
     level: u32,
     reader: Reader,
     busy: bool,
@@ -154,11 +158,50 @@ struct Case {
     connections: u64,
 }
 
+/// Requests per reader and level in Firefox and WebKit, in `OTHER_BLOCKS` turns: their
+/// table is sequential and 3 at once.
+const OTHER_REQUESTS: u32 = 300;
+const OTHER_BLOCKS: u32 = 3;
+const OTHER_LEVELS: [u32; 2] = [1, 3];
+
+/// The engines to measure: all three, unless `FIRSTTOKEN_BENCH_ENGINES` names some
+/// (`FIRSTTOKEN_BENCH_ENGINES=firefox,webkit`), for a quicker rerun of part of the table.
+fn engines() -> anyhow::Result<Vec<Engine>> {
+    let Ok(names) = std::env::var("FIRSTTOKEN_BENCH_ENGINES") else {
+        return Ok(Engine::ALL.to_vec());
+    };
+    names
+        .split(',')
+        .map(|name| {
+            Engine::ALL
+                .into_iter()
+                .find(|e| e.name() == name.trim())
+                .with_context(|| {
+                    format!(
+                        "FIRSTTOKEN_BENCH_ENGINES: no engine {name:?} (chromium, firefox, webkit)"
+                    )
+                })
+        })
+        .collect()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
-    let h2 = TlsServer::start(server.state()).await?;
-    let browser = Browser::start_with(DESKTOP, &[ACCEPT_SELF_SIGNED]).await?;
+    let mut cases = Vec::new();
+    for engine in engines()? {
+        if engine == Engine::Chromium {
+            cases.extend(chromium(&server).await?);
+        } else {
+            cases.extend(other_engine(&server, engine).await?);
+        }
+    }
+    report(&cases);
+    Ok(())
+}
+
+/// No script the benchmark runs may be cut short by WebDriver's default 30 s.
+async fn long_scripts(browser: &Browser) -> anyhow::Result<()> {
     browser
         .driver
         .update_timeouts(TimeoutConfiguration::new(
@@ -167,67 +210,122 @@ async fn main() -> anyhow::Result<()> {
             Some(Duration::from_secs(0)),
         ))
         .await?;
+    Ok(())
+}
+
+/// Chromium's table: 1, 3, 5 and 10 at once (10 over HTTP/2), four readers, and the busy
+/// main thread.
+async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
+    let h2 = TlsServer::start(server.state()).await?;
+    let browser = Browser::start_with(DESKTOP, &[ACCEPT_SELF_SIGNED]).await?;
+    long_scripts(&browser).await?;
+    let readers = [
+        Reader::JsOnPage,
+        Reader::JsInWorker,
+        Reader::Still,
+        Reader::Charts,
+    ];
     let mut cases = Vec::new();
     for level in LEVELS {
-        let readers = [
-            Reader::JsOnPage,
-            Reader::JsInWorker,
-            Reader::Still,
-            Reader::Charts,
-        ];
-        let mut level_cases: Vec<Case> = readers
-            .iter()
-            .map(|&reader| Case {
-                level,
-                reader,
-                busy: false,
-                bias: Vec::new(),
-                positions: Vec::new(),
-                timer_p99: Vec::new(),
-                connections: 0,
-            })
-            .collect();
-        // Whole batches per block.
-        let per_block = (REQUESTS / BLOCKS).div_ceil(level) * level;
         // The target: the demo, over HTTP/2 above six at once.
         let target = if level > HTTP1_CONNECTIONS_PER_HOST {
             h2.url(&format!("/v1/chat/completions?{KNOBS}"))
         } else {
             server.url(&format!("/v1/chat/completions?{KNOBS}"))
         };
-        for block in 0..BLOCKS {
-            for case in &mut level_cases {
-                measure(&server, &browser, &target, case, per_block, false).await?;
-            }
-            eprintln!("level {level}: block {} of {BLOCKS} done", block + 1);
-        }
-        cases.extend(level_cases);
+        let turns = Turns {
+            level,
+            requests: REQUESTS,
+            blocks: BLOCKS,
+        };
+        cases.extend(take_turns(server, &browser, &target, &readers, turns).await?);
     }
     for reader in [Reader::JsOnPage, Reader::Charts, Reader::Page] {
-        let mut case = Case {
-            level: 1,
-            reader,
-            busy: true,
-            bias: Vec::new(),
-            positions: Vec::new(),
-            timer_p99: Vec::new(),
-            connections: 0,
-        };
+        let mut case = Case::new(Engine::Chromium, 1, reader, true);
         let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
-        measure(&server, &browser, &target, &mut case, BUSY_REQUESTS, true).await?;
+        measure(server, &browser, &target, &mut case, BUSY_REQUESTS, true).await?;
         cases.push(case);
     }
-    report(&cases);
-    browser.quit().await
+    browser.quit().await?;
+    Ok(cases)
+}
+
+/// Firefox's or WebKit's table: 1 and 3 at once over HTTP/1.1, the JS reader on the page
+/// beside the engine in its worker (page still, and live charts) and on the page's thread.
+async fn other_engine(server: &TestServer, engine: Engine) -> anyhow::Result<Vec<Case>> {
+    let browser = Browser::start_engine(engine, DESKTOP).await?;
+    long_scripts(&browser).await?;
+    let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
+    let mut cases = Vec::new();
+    for level in OTHER_LEVELS {
+        let turns = Turns {
+            level,
+            requests: OTHER_REQUESTS,
+            blocks: OTHER_BLOCKS,
+        };
+        // Where a worker's fetch is carried by the page's thread (WebKit), the engine on
+        // the page's thread can be the better place: measured, not assumed.
+        let readers = [
+            Reader::JsOnPage,
+            Reader::Still,
+            Reader::Charts,
+            Reader::Page,
+        ];
+        cases.extend(take_turns(server, &browser, &target, &readers, turns).await?);
+    }
+    browser.quit().await?;
+    Ok(cases)
+}
+
+/// How many requests at a level, at how many at once, in how many turns.
+#[derive(Clone, Copy)]
+struct Turns {
+    level: u32,
+    requests: u32,
+    blocks: u32,
+}
+
+/// The readers take turns at one level, block by block.
+async fn take_turns(
+    server: &TestServer,
+    browser: &Browser,
+    target: &str,
+    readers: &[Reader],
+    turns: Turns,
+) -> anyhow::Result<Vec<Case>> {
+    let Turns {
+        level,
+        requests,
+        blocks,
+    } = turns;
+    let mut cases: Vec<Case> = readers
+        .iter()
+        .map(|&reader| Case::new(browser.engine, level, reader, false))
+        .collect();
+    // Whole batches per block.
+    let per_block = (requests / blocks).div_ceil(level) * level;
+    for block in 0..blocks {
+        for case in &mut cases {
+            measure(server, browser, target, case, per_block, false).await?;
+        }
+        eprintln!(
+            "{}, level {level}: block {} of {blocks} done",
+            browser.engine.name(),
+            block + 1
+        );
+    }
+    Ok(cases)
 }
 
 fn report(cases: &[Case]) {
     println!(
         "\nBias on loopback: browser TTFT minus the demo server's own time to write the first token\n\
-         (demo {KNOBS}; headless Chromium; one run, readers taking turns in {BLOCKS} blocks per level)\n"
+         (demo {KNOBS}; one run, readers taking turns in blocks per level: {BLOCKS} in Chromium, \
+         {OTHER_BLOCKS} in Firefox and WebKit)\n"
     );
     println!(
-        "{:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>15} {:>5}",
+        "{:<8} {:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>15} {:>5}",
+        "engine",
         "at once",
         "reader",
         "samples",
@@ -242,9 +340,7 @@ fn report(cases: &[Case]) {
         let median = percentile(&case.bias, 50.0).unwrap_or(f64::NAN);
         let p99 = percentile(&case.bias, 99.0).unwrap_or(f64::NAN);
         let against = |reference: Reader| {
-            let r = cases
-                .iter()
-                .find(|c| c.level == case.level && c.busy == case.busy && c.reader == reference)?;
+            let r = case.beside(cases, reference)?;
             (r.reader != case.reader).then(|| {
                 format!(
                     "{:+.2} / {:+.2}",
@@ -259,7 +355,8 @@ fn report(cases: &[Case]) {
             case.reader.name().to_owned()
         };
         println!(
-            "{:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5}",
+            "{:<8} {:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5}",
+            case.engine.name(),
             case.level,
             name,
             case.bias.len(),
@@ -279,7 +376,8 @@ fn report(cases: &[Case]) {
         "\nDifferences with 95% bootstrap intervals (each case's values resampled on their own):\n"
     );
     println!(
-        "{:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
+        "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
+        "engine",
         "at once",
         "reader",
         "median vs JS on page",
@@ -292,18 +390,21 @@ fn report(cases: &[Case]) {
         .filter(|c| matches!(c.reader, Reader::Still | Reader::Charts | Reader::Page))
     {
         let cell = |reference: Reader, p: f64| {
-            cases
-                .iter()
-                .find(|c| c.level == case.level && c.busy == case.busy && c.reader == reference)
-                .map_or("—".to_owned(), |r| {
-                    let (value, low, high) = difference_ci(&case.bias, &r.bias, p);
-                    format!("{value:+.2} [{low:+.2}, {high:+.2}]")
-                })
+            case.beside(cases, reference).map_or("—".to_owned(), |r| {
+                let (value, low, high) = difference_ci(&case.bias, &r.bias, p);
+                format!("{value:+.2} [{low:+.2}, {high:+.2}]")
+            })
+        };
+        let name = if case.busy {
+            format!("{}, main thread busy", case.reader.name())
+        } else {
+            case.reader.name().to_owned()
         };
         println!(
-            "{:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
+            "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
+            case.engine.name(),
             case.level,
-            case.reader.name(),
+            name,
             cell(Reader::JsOnPage, 50.0),
             cell(Reader::JsOnPage, 99.0),
             cell(Reader::JsInWorker, 50.0),
@@ -323,7 +424,8 @@ fn report(cases: &[Case]) {
             })
             .collect();
         println!(
-            "{:>3} {:<41} {}",
+            "{:<8} {:>3} {:<41} {}",
+            case.engine.name(),
             case.level,
             case.reader.name(),
             slowest.join("  ")
@@ -335,6 +437,31 @@ fn report(cases: &[Case]) {
          \"timer late p99\": the engine's own 100 ms timer, the worst block's p99.\n\
          \"conns\": TCP connections the server accepted during the case, page loads included."
     );
+}
+
+impl Case {
+    fn new(engine: Engine, level: u32, reader: Reader, busy: bool) -> Self {
+        Self {
+            engine,
+            level,
+            reader,
+            busy,
+            bias: Vec::new(),
+            positions: Vec::new(),
+            timer_p99: Vec::new(),
+            connections: 0,
+        }
+    }
+
+    /// The case `reference` stands beside: same engine, level and load.
+    fn beside<'a>(&self, cases: &'a [Case], reference: Reader) -> Option<&'a Case> {
+        cases.iter().find(|c| {
+            c.engine == self.engine
+                && c.level == self.level
+                && c.busy == self.busy
+                && c.reader == reference
+        })
+    }
 }
 
 /// `p`-th percentile of `a` minus that of `b`, with a 95% percentile-bootstrap interval
