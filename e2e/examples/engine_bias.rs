@@ -592,16 +592,7 @@ async fn run_in_app(
         driver.execute(BUSY, Vec::new()).await?;
     }
     let runs_before = server.db.run_ids().await?.len();
-    driver
-        .find(By::Css("[data-testid=consent]"))
-        .await?
-        .click()
-        .await?;
-    driver
-        .find(By::Css("[data-testid=start-button]"))
-        .await?
-        .click()
-        .await?;
+    browser.consent_and_start().await?;
     browser
         .wait_for_text("[data-testid=run-status]", Duration::from_secs(600), |t| {
             t.starts_with("Finished")

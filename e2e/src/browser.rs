@@ -261,6 +261,22 @@ impl Browser {
         shot
     }
 
+    /// Ticks the consent box once the page has mounted, and presses Start.
+    pub async fn consent_and_start(&self) -> anyhow::Result<()> {
+        self.driver
+            .query(By::Css("[data-testid=consent]"))
+            .first()
+            .await?
+            .click()
+            .await?;
+        self.driver
+            .find(By::Css("[data-testid=start-button]"))
+            .await?
+            .click()
+            .await?;
+        Ok(())
+    }
+
     /// Waits until `selector` matches at least `count` elements and returns them.
     pub async fn wait_for_count(
         &self,

@@ -179,4 +179,12 @@ impl TestServer {
     pub fn link(&self, study: &Study) -> String {
         self.url(&format!("/run#{}", study.to_fragment()))
     }
+
+    /// The record of the one run this server stored (an error if it stored none or more).
+    pub async fn only_record(&self) -> anyhow::Result<serde_json::Value> {
+        let ids = self.db.run_ids().await?;
+        anyhow::ensure!(ids.len() == 1, "{} runs stored, not 1", ids.len());
+        let record = self.db.run_record(&ids[0]).await?.context("stored")?;
+        Ok(serde_json::from_str(&record)?)
+    }
 }

@@ -10,7 +10,6 @@ use firsttoken_core::plan::{PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, Engine, PHONE};
-use serde_json::Value;
 use thirtyfour::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -65,10 +64,7 @@ async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
         .await?;
     browser.screenshot(&shot("3-results")).await?;
 
-    let ids = server.db.run_ids().await?;
-    anyhow::ensure!(ids.len() == 1, "{} runs stored, not 1", ids.len());
-    let record: Value =
-        serde_json::from_str(&server.db.run_record(&ids[0]).await?.expect("stored"))?;
+    let record = server.only_record().await?;
     assert_eq!(
         record["client"]["browser"],
         engine.family(),

@@ -28,30 +28,6 @@ fn study(plan: Plan, collector: Option<String>) -> Study {
     }
 }
 
-/// Ticks the consent box once the page has mounted, and presses Start.
-async fn consent_and_start(driver: &WebDriver) -> anyhow::Result<()> {
-    driver
-        .query(By::Css("[data-testid=consent]"))
-        .first()
-        .await?
-        .click()
-        .await?;
-    driver
-        .find(By::Css("[data-testid=start-button]"))
-        .await?
-        .click()
-        .await?;
-    Ok(())
-}
-
-/// The one run `server` stored.
-async fn stored_record(server: &TestServer) -> anyhow::Result<serde_json::Value> {
-    let ids = server.db.run_ids().await?;
-    anyhow::ensure!(ids.len() == 1, "{} runs stored, not 1", ids.len());
-    let record = server.db.run_record(&ids[0]).await?.expect("stored");
-    Ok(serde_json::from_str(&record)?)
-}
-
 /// The `data-testid` of the element that has the keyboard focus.
 async fn focused(driver: &WebDriver) -> anyhow::Result<String> {
     let id = driver
@@ -232,7 +208,7 @@ async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
         .await?;
     browser.screenshot(&shot("3-results")).await?;
     browser.screenshot_dark(&shot("3-results")).await?;
-    let record = stored_record(&server).await?;
+    let record = server.only_record().await?;
     assert_eq!(record["samples"].as_array().map(Vec::len), Some(total));
     assert_eq!(record["client"]["network"], "wifi");
     assert_eq!(record["engine"]["in_worker"], true);
@@ -326,7 +302,7 @@ async fn collector_away(engine: Engine) -> anyhow::Result<()> {
     let browser = Browser::start_engine(engine, DESKTOP).await?;
     let driver = &browser.driver;
     driver.goto(&link).await?;
-    consent_and_start(driver).await?;
+    browser.consent_and_start().await?;
     let pending = browser
         .wait_for_text("[data-testid=upload-pending]", WAIT, |t| {
             t.contains("waiting to be sent")
@@ -396,7 +372,7 @@ async fn without_indexeddb_the_run_is_sent_from_memory_and_the_page_says_so() ->
         )
         .await?;
     driver.goto(server.link(&study(plan, None))).await?;
-    consent_and_start(driver).await?;
+    browser.consent_and_start().await?;
     let problem = browser
         .wait_for_text("[data-testid=save-problem]", WAIT, |t| !t.is_empty())
         .await?;
@@ -655,7 +631,7 @@ async fn another_origin_costs_one_preflight_and_http2_shares_a_connection() -> a
     browser
         .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
         .await?;
-    let record = stored_record(&server).await?;
+    let record = server.only_record().await?;
     let samples = record["samples"].as_array().expect("samples");
     assert_eq!(samples.len(), 12);
     for s in samples {
