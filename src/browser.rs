@@ -3,8 +3,10 @@
 //! kept anywhere; the Network Information API is read where the browser has it.
 
 use firsttoken_core::client::describe;
+use firsttoken_core::schema::Unavailable;
 use firsttoken_core::{Client, NetworkLabel};
 use js_sys::Reflect;
+use leptos::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};
 
 /// The client part of a record, with the network the user picked.
@@ -35,6 +37,26 @@ pub fn client(network: NetworkLabel) -> Client {
         rtt_ms: read("rtt").and_then(|v| v.as_f64()),
         downlink_mbps: read("downlink").and_then(|v| v.as_f64()),
     }
+}
+
+/// What the page reads of the browser itself and this browser does not give: the
+/// Network Information API (only Chromium has it), and IndexedDB where it failed to open.
+/// The engine adds what it lacks of Resource Timing ([`crate::engine::features`]).
+pub fn page_unavailable() -> Vec<Unavailable> {
+    let network_information = web_sys::window()
+        .and_then(|w| Reflect::get(&w.navigator(), &"connection".into()).ok())
+        .is_some_and(|c| c.is_object());
+    let indexed_db = crate::uploads::Uploads::get()
+        .unavailable
+        .with_untracked(Option::is_none);
+    [
+        (network_information, Unavailable::NetworkInformation),
+        (indexed_db, Unavailable::IndexedDb),
+    ]
+    .into_iter()
+    .filter(|(has, _)| !has)
+    .map(|(_, missing)| missing)
+    .collect()
 }
 
 /// This page's origin (`http://127.0.0.1:8080`).

@@ -68,8 +68,15 @@ impl FrameBatch {
         let frame = Closure::once_into_js(move || {
             this.flush();
             // The next animation frame comes once this one has been laid out, painted
-            // and handed to the compositor: the drawing is done by then.
-            let next = Closure::once_into_js(move || this.drawn());
+            // and handed to the compositor; the one after that, once the compositor has
+            // rasterized and shown it (on other threads, which share the cores with the
+            // engine). The drawing is done by then.
+            let after = Closure::once_into_js(move || this.drawn());
+            let next = Closure::once_into_js(move || {
+                if let Some(window) = web_sys::window() {
+                    let _ = window.request_animation_frame(after.unchecked_ref());
+                }
+            });
             if let Some(window) = web_sys::window() {
                 let _ = window.request_animation_frame(next.unchecked_ref());
             }
@@ -180,13 +187,18 @@ impl Session {
             FromEngine::Sample(sample) => batch.push(*sample),
             FromEngine::Finished(finished) => {
                 batch.flush();
+                let mut engine = finished.engine;
+                crate::engine::features::merge(
+                    &mut engine.unavailable,
+                    browser::page_unavailable(),
+                );
                 let mut run = RecordParts {
                     run_id: run_id.clone(),
                     started_at_ms,
                     app_version: env!("CARGO_PKG_VERSION"),
                     plan: &recorded_plan,
                     client: browser::client(network),
-                    engine: finished.engine,
+                    engine,
                     demo: &finished.demo,
                     samples: this.samples.get_untracked(),
                 }

@@ -508,6 +508,10 @@ async fn every_phase_of_a_plan_runs_and_labels_its_samples() {
     // isolated (and jitters where the steps fall, never their size).
     let step = finished.engine.clock_step_ms.expect("the clock moved");
     assert!((0.001..=0.1).contains(&step), "clock step {step} ms");
+    // wasm-bindgen-test serves its page without COOP and COEP, so it is not isolated;
+    // Chromium has everything of Resource Timing the engine reads.
+    assert_eq!(finished.engine.cross_origin_isolated, Some(false));
+    assert_eq!(finished.engine.unavailable, []);
 
     // The record of this run is valid.
     record(&plan, samples, &finished);
@@ -521,7 +525,7 @@ fn record(plan: &Plan, samples: Vec<Sample>, finished: &firsttoken::engine::Fini
         app_version: "test",
         plan,
         client: Client::default(),
-        engine: finished.engine,
+        engine: finished.engine.clone(),
         demo: &finished.demo,
         samples,
     }

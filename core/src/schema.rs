@@ -73,7 +73,7 @@ pub struct Target {
 
 /// How well the engine kept time, so that a run taken on a struggling phone or in a
 /// hidden tab can be recognised.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EngineReport {
     /// The engine ran in a dedicated Web Worker (not on the page's main thread).
@@ -88,10 +88,76 @@ pub struct EngineReport {
     pub hidden_ms: f64,
     /// The smallest step the engine's clock (`performance.now()`) was seen to take, read
     /// at the run's start: 0.1 ms in Chromium, 1 ms in Firefox and WebKit on a page that
-    /// is not cross-origin isolated. No time in the run is finer than this. `None` when
+    /// is not cross-origin isolated; 5 µs and 20 µs on one that is. No time in the run is finer than this. `None` when
     /// the clock did not move while it was watched (or an older page made the record).
     #[serde(default)]
     pub clock_step_ms: Option<f64>,
+    /// The page was cross-origin isolated (`crossOriginIsolated`: served with COOP and
+    /// COEP over a secure origin), which is what lets Firefox and WebKit give a clock
+    /// finer than 1 ms. `None` when the browser does not say (or an older page made the
+    /// record).
+    #[serde(default)]
+    pub cross_origin_isolated: Option<bool>,
+    /// What the page uses that this browser did not offer: each names the fields that are
+    /// absent from the record for that reason (never filled with a guess). In the order
+    /// of [`Unavailable::ALL`], each at most once.
+    #[serde(default)]
+    pub unavailable: Vec<Unavailable>,
+}
+
+/// A part of the web platform the page uses and a browser may lack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unavailable {
+    /// The Network Information API (`navigator.connection`; Chromium has it, Firefox and
+    /// Safari do not): `client.effective_type`, `client.rtt_ms` and
+    /// `client.downlink_mbps` are null.
+    NetworkInformation,
+    /// Resource Timing's `nextHopProtocol`: every `conn.protocol` is null.
+    NextHopProtocol,
+    /// Resource Timing's `serverTiming`: `server_timing` is empty (a stream's own timings
+    /// event still fills `timings`).
+    ServerTiming,
+    /// IndexedDB (some private-browsing modes): the run could not be kept in the browser,
+    /// so it was offered for upload once and cannot be sent later.
+    IndexedDb,
+}
+
+impl Unavailable {
+    pub const ALL: [Unavailable; 4] = [
+        Unavailable::NetworkInformation,
+        Unavailable::NextHopProtocol,
+        Unavailable::ServerTiming,
+        Unavailable::IndexedDb,
+    ];
+
+    /// The name a record uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unavailable::NetworkInformation => "network-information",
+            Unavailable::NextHopProtocol => "next-hop-protocol",
+            Unavailable::ServerTiming => "server-timing",
+            Unavailable::IndexedDb => "indexed-db",
+        }
+    }
+
+    /// What the record lacks for it, as a person reads it.
+    pub fn consequence(self) -> &'static str {
+        match self {
+            Unavailable::NetworkInformation => {
+                "this browser does not say what network it is on (the Network Information API), so only the network the user picked is known"
+            }
+            Unavailable::NextHopProtocol => {
+                "this browser does not say which HTTP version a request used (Resource Timing's nextHopProtocol)"
+            }
+            Unavailable::ServerTiming => {
+                "this browser does not pass on the target's Server-Timing header, so the server's own steps are missing"
+            }
+            Unavailable::IndexedDb => {
+                "this browser could not keep the run (IndexedDB is unavailable, as in some private windows), so it could not be sent later"
+            }
+        }
+    }
 }
 
 /// The coarsest clock step a record may report (no browser steps more coarsely).
@@ -586,6 +652,12 @@ impl EngineReport {
             return Err(c.fail(
                 "clock_step_ms",
                 format!("must be above 0 and at most {MAX_CLOCK_STEP_MS}"),
+            ));
+        }
+        if !self.unavailable.windows(2).all(|w| w[0] < w[1]) {
+            return Err(c.fail(
+                "unavailable",
+                "must list each feature at most once, in the schema's order",
             ));
         }
         Ok(())

@@ -57,6 +57,8 @@ fn a_run_built_in_code_matches_the_schema() {
         reasoning_tokens: Some(30),
     });
     run.plan.stall_timeout_ms = Some(10_000);
+    run.engine.cross_origin_isolated = Some(false);
+    run.engine.unavailable = firsttoken_core::schema::Unavailable::ALL.to_vec();
     run.targets.push(firsttoken_core::Target {
         label: "custom".into(),
         origin: "https://app.example.com".into(),
@@ -158,6 +160,14 @@ fn bad_records_are_refused_by_both_with_the_field_named() {
         "engine.clock_step_ms"
     );
     assert_eq!(
+        rejected_field(|v| v["engine"]["unavailable"] = json!(["server-timing", "server-timing"])),
+        "engine.unavailable"
+    );
+    assert!(
+        rejected_field(|v| v["engine"]["unavailable"] = json!(["webgpu"]))
+            .contains("unknown variant `webgpu`")
+    );
+    assert_eq!(
         rejected_field(|v| v["plan"]["phases"][0] =
             json!({"phase": "concurrency", "levels": [0], "requests_per_level": 1})),
         "plan.phases[0].levels[0]"
@@ -171,6 +181,15 @@ fn rules_beyond_the_schema_are_enforced() {
         edit(&mut run);
         run.validate().expect_err("must be refused")
     };
+    // Missing features are listed in one order, so equal records are equal JSON.
+    assert_eq!(
+        check(|r| r.engine.unavailable = vec![
+            firsttoken_core::schema::Unavailable::ServerTiming,
+            firsttoken_core::schema::Unavailable::NetworkInformation,
+        ])
+        .field,
+        "engine.unavailable"
+    );
     // Times are one clock's readings in order.
     let err = check(|r| r.samples[0].ttft_ms = Some(1.0));
     assert_eq!(err.field, "samples[0].ttft_ms");
@@ -246,4 +265,31 @@ fn a_record_from_a_page_that_did_not_read_its_clock_step_is_still_valid() {
     let run: Run = serde_json::from_value(value).expect("a record");
     run.validate().expect("valid");
     assert_eq!(run.engine.clock_step_ms, None);
+}
+
+#[test]
+fn a_record_from_a_page_that_did_not_list_missing_features_is_still_valid() {
+    let mut value = example();
+    let engine = value["engine"].as_object_mut().expect("engine");
+    engine.remove("cross_origin_isolated");
+    engine.remove("unavailable");
+    assert_eq!(schema_errors(&value), Vec::<String>::new());
+    let run: Run = serde_json::from_value(value).expect("a record");
+    run.validate().expect("valid");
+    assert_eq!(run.engine.cross_origin_isolated, None);
+    assert!(run.engine.unavailable.is_empty());
+}
+
+#[test]
+fn every_missing_feature_has_its_schema_name() {
+    use firsttoken_core::schema::Unavailable;
+    let names: Vec<Value> = Unavailable::ALL.iter().map(|u| json!(u.name())).collect();
+    assert_eq!(
+        serde_json::to_value(Unavailable::ALL).expect("json"),
+        Value::Array(names.clone())
+    );
+    let schema = read_json("schema/run.v1.json");
+    let listed = &schema["properties"]["engine"]["properties"]["unavailable"];
+    assert_eq!(listed["items"]["enum"], Value::Array(names));
+    assert_eq!(listed["maxItems"], json!(Unavailable::ALL.len()));
 }

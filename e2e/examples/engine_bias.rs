@@ -185,6 +185,29 @@ fn engines() -> anyhow::Result<Vec<Engine>> {
         .collect()
 }
 
+/// Chromium's levels: all of [`LEVELS`], unless `FIRSTTOKEN_BENCH_LEVELS` names some
+/// (`FIRSTTOKEN_BENCH_LEVELS=3`); with it set, the busy-main-thread cases are left out.
+fn levels() -> anyhow::Result<Vec<u32>> {
+    let Ok(list) = std::env::var("FIRSTTOKEN_BENCH_LEVELS") else {
+        return Ok(LEVELS.to_vec());
+    };
+    list.split(',')
+        .map(|level| {
+            let level: u32 = level
+                .trim()
+                .parse()
+                .ok()
+                .filter(|l| LEVELS.contains(l))
+                .with_context(|| {
+                    format!(
+                        "FIRSTTOKEN_BENCH_LEVELS: {level:?} is not one of the levels {LEVELS:?}"
+                    )
+                })?;
+            Ok(level)
+        })
+        .collect()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
@@ -226,7 +249,8 @@ async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
         Reader::Charts,
     ];
     let mut cases = Vec::new();
-    for level in LEVELS {
+    let levels = levels()?;
+    for &level in &levels {
         // The target: the demo, over HTTP/2 above six at once.
         let target = if level > HTTP1_CONNECTIONS_PER_HOST {
             h2.url(&format!("/v1/chat/completions?{KNOBS}"))
@@ -240,7 +264,12 @@ async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
         };
         cases.extend(take_turns(server, &browser, &target, &readers, turns).await?);
     }
-    for reader in [Reader::JsOnPage, Reader::Charts, Reader::Page] {
+    let busy = if levels.len() == LEVELS.len() {
+        [Reader::JsOnPage, Reader::Charts, Reader::Page].as_slice()
+    } else {
+        &[]
+    };
+    for &reader in busy {
         let mut case = Case::new(Engine::Chromium, 1, reader, true);
         let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
         measure(server, &browser, &target, &mut case, BUSY_REQUESTS, true).await?;

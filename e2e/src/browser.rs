@@ -206,11 +206,36 @@ impl Browser {
             engine,
             process,
         };
-        browser
-            .driver
-            .set_window_rect(0, 0, viewport.width, viewport.height)
-            .await?;
+        browser.fit_window(viewport).await?;
         Ok(browser)
+    }
+
+    /// Sizes a Firefox or WebKit window so that the page inside it is `viewport`, as near
+    /// as the engine's smallest window allows: the window is set, the page's own size
+    /// read, and the window corrected by the difference (its toolbars). Neither engine
+    /// makes a window narrower than about 450–490 CSS pixels here; Firefox's limit is in
+    /// CSS pixels, so drawing each on more device pixels (`layout.css.devPixelsPerPx`)
+    /// does not help either.
+    async fn fit_window(&self, viewport: Viewport) -> anyhow::Result<()> {
+        let (mut width, mut height) = (viewport.width, viewport.height);
+        for _ in 0..3 {
+            self.driver.set_window_rect(0, 0, width, height).await?;
+            let inner = self
+                .driver
+                .execute("return [window.innerWidth, window.innerHeight]", Vec::new())
+                .await?;
+            let inner: Vec<i64> = inner.convert()?;
+            let (dw, dh) = (
+                i64::from(viewport.width) - inner[0],
+                i64::from(viewport.height) - inner[1],
+            );
+            if dw == 0 && dh == 0 {
+                break;
+            }
+            width = (i64::from(width) + dw).max(1) as u32;
+            height = (i64::from(height) + dh).max(1) as u32;
+        }
+        Ok(())
     }
 
     /// Sets the page's viewport exactly (a window size would include browser chrome).

@@ -213,6 +213,20 @@ async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
     assert_eq!(record["client"]["network"], "wifi");
     assert_eq!(record["engine"]["in_worker"], true);
     assert_eq!(record["targets"][0]["demo"], true);
+    // The app's server makes the page cross-origin isolated; Chromium then steps its
+    // clock in 5 µs (100 µs otherwise), and it has everything the page reads.
+    let engine = &record["engine"];
+    assert_eq!(engine["cross_origin_isolated"], true, "{engine}");
+    let step = engine["clock_step_ms"].as_f64().expect("a clock step");
+    assert!(step <= 0.005, "{engine}");
+    assert_eq!(engine["unavailable"], serde_json::json!([]), "{engine}");
+    // So its results have nothing to say of what the browser could not give.
+    assert!(
+        driver
+            .find_all(By::Css("[data-testid=browser-limits]"))
+            .await?
+            .is_empty()
+    );
     browser.quit().await
 }
 

@@ -5,13 +5,20 @@
 //! `Referrer-Policy: no-referrer`: the page runs only its own scripts and WebAssembly,
 //! may not be framed (nobody can overlay the consent box), and tells no target where its
 //! user came from. `connect-src *` stays open: measuring other origins is the point.
+//!
+//! They also go out with `Cross-Origin-Opener-Policy: same-origin` and
+//! `Cross-Origin-Embedder-Policy: require-corp`, which make the page cross-origin isolated
+//! on a secure origin (HTTPS, or `localhost` / `127.0.0.1`). Isolated, Firefox and WebKit
+//! give `performance.now()` in steps of 20 µs instead of 1 ms, and Chromium 5 µs instead
+//! of 100 µs (measured with Chromium 156, Firefox 153 and WebKitGTK 2.50). It costs the page nothing it uses: its measuring requests are CORS-mode
+//! fetches, which COEP lets through, and it loads nothing from other origins.
 
 use std::convert::Infallible;
 use std::path::Path;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderValue, Request, Response, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::IntoResponse;
 use sha2::{Digest, Sha256};
@@ -65,6 +72,14 @@ pub fn router(dir: Option<&Path>) -> Router<AppState> {
         .layer(SetResponseHeaderLayer::overriding(
             header::X_FRAME_OPTIONS,
             HeaderValue::from_static("DENY"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            HeaderName::from_static("cross-origin-opener-policy"),
+            HeaderValue::from_static("same-origin"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            HeaderName::from_static("cross-origin-embedder-policy"),
+            HeaderValue::from_static("require-corp"),
         ))
 }
 

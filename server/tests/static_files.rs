@@ -47,6 +47,12 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
     }
     assert_eq!(index.headers()["referrer-policy"], "no-referrer");
     assert_eq!(index.headers()["x-frame-options"], "DENY");
+    // Cross-origin isolated, for the finest clock the browser gives.
+    assert_eq!(index.headers()["cross-origin-opener-policy"], "same-origin");
+    assert_eq!(
+        index.headers()["cross-origin-embedder-policy"],
+        "require-corp"
+    );
     assert!(
         index
             .text()

@@ -31,11 +31,30 @@ fn grid() -> impl IntoView {
     }
 }
 
-fn point(class: String, x: f64, y: f64, title: String) -> impl IntoView {
-    view! {
-        <line class=class x1=x x2=x y1=y y2=y>
-            <title>{title}</title>
-        </line>
+/// What the timeline draws of one request. It is also the point's key, so a request whose
+/// numbers changed (a new run reusing its place) is drawn afresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct TimelinePoint {
+    index: u32,
+    phase: Phase,
+    /// The TTFT's bits, `None` for a failed request or one without a first token.
+    ttft_bits: Option<u64>,
+}
+
+impl TimelinePoint {
+    fn of(s: &Sample) -> Self {
+        Self {
+            index: s.index,
+            phase: s.phase,
+            ttft_bits: match (s.error, s.ttft_ms) {
+                (None, Some(ttft)) => Some(ttft.to_bits()),
+                _ => None,
+            },
+        }
+    }
+
+    fn ttft(&self) -> Option<f64> {
+        self.ttft_bits.map(f64::from_bits)
     }
 }
 
@@ -44,6 +63,9 @@ fn point(class: String, x: f64, y: f64, title: String) -> impl IntoView {
 /// not the clock, so a cold phase's idle minutes do not squeeze the rest into a corner.
 /// Network probes are left out: they have no first token (their round trip is in the
 /// results).
+///
+/// Points are keyed: a new sample adds one point and leaves the others alone, so a
+/// redraw's cost does not grow with the run (only a new axis maximum moves them all).
 #[component]
 pub fn Timeline(
     #[prop(into)] samples: Signal<Vec<Sample>>,
@@ -51,56 +73,52 @@ pub fn Timeline(
     #[prop(into)]
     total: Signal<u32>,
 ) -> impl IntoView {
-    let plotted = |s: &&Sample| s.phase != Phase::Probe;
-    let y_max = Memo::new(move |_| {
+    let points = Memo::new(move |_| {
         samples.with(|all| {
+            all.iter()
+                .filter(|s| s.phase != Phase::Probe)
+                .map(TimelinePoint::of)
+                .collect::<Vec<_>>()
+        })
+    });
+    let y_max = Memo::new(move |_| {
+        points.with(|all| {
             nice_ceiling(
                 all.iter()
-                    .filter(plotted)
-                    .filter_map(|s| s.ttft_ms)
+                    .filter_map(TimelinePoint::ttft)
                     .fold(0.0, f64::max),
             )
         })
     });
-    let points = move || {
-        let y_max = y_max.get();
-        let slots = f64::from(total.get().max(1));
-        samples.with(|all| {
-            all.iter()
-                .filter(plotted)
-                .map(|s| {
-                    let x = SPAN * (f64::from(s.index) + 0.5) / slots;
-                    match (s.error, s.ttft_ms) {
-                        (None, Some(ttft)) => point(
-                            format!("dot phase-{}", s.phase.name()),
-                            x,
-                            SPAN * (1.0 - (ttft / y_max).min(1.0)),
-                            format!(
-                                "request {} ({}): {}",
-                                s.index + 1,
-                                phase_title(s.phase),
-                                format::ms(s.ttft_ms)
-                            ),
-                        )
-                        .into_any(),
-                        _ => point(
-                            "dot failed".into(),
-                            x,
-                            SPAN,
-                            format!("request {} ({}) failed", s.index + 1, phase_title(s.phase)),
-                        )
-                        .into_any(),
-                    }
-                })
-                .collect::<Vec<_>>()
-        })
+    let dot = move |p: TimelinePoint| {
+        let x = move || SPAN * (f64::from(p.index) + 0.5) / f64::from(total.get().max(1));
+        match p.ttft() {
+            Some(ttft) => {
+                let y = move || SPAN * (1.0 - (ttft / y_max.get()).min(1.0));
+                view! {
+                    <line class=format!("dot phase-{}", p.phase.name()) x1=x x2=x y1=y y2=y>
+                        <title>{format!("request {} ({}): {}", p.index + 1, phase_title(p.phase), format::ms(Some(ttft)))}</title>
+                    </line>
+                }
+                .into_any()
+            }
+            None => view! {
+                <line class="dot failed" x1=x x2=x y1=SPAN y2=SPAN>
+                    <title>{format!("request {} ({}) failed", p.index + 1, phase_title(p.phase))}</title>
+                </line>
+            }
+            .into_any(),
+        }
     };
     let legend = move || {
-        let mut phases: Vec<Phase> =
-            samples.with(|all| all.iter().filter(plotted).map(|s| s.phase).collect());
+        let (mut phases, failed) = points.with(|all| {
+            (
+                all.iter().map(|p| p.phase).collect::<Vec<_>>(),
+                all.iter().any(|p| p.ttft_bits.is_none()),
+            )
+        });
         phases.sort();
         phases.dedup();
-        let failed = samples.with(|all| all.iter().filter(plotted).any(|s| s.error.is_some()));
         phases
             .into_iter()
             .map(|p| {
@@ -120,7 +138,7 @@ pub fn Timeline(
                 <svg viewBox=format!("0 0 {SPAN} {SPAN}") preserveAspectRatio="none" role="img"
                     aria-label="Time to first token of each request, in the order they started">
                     {grid()}
-                    {points}
+                    <For each=move || points.get() key=|p| *p children=dot />
                 </svg>
             </div>
             <figcaption>
@@ -151,6 +169,9 @@ fn cdf_points(values: &[f64]) -> Vec<[f64; 2]> {
 /// The TTFT distribution of each phase (the main target's; warm-up and probes left out).
 #[component]
 pub fn PhaseDistributions(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
+    // A derived signal: made a Memo and passed to the chart as its `Signal` prop, the
+    // chart's lines stopped redrawing (Leptos 0.8; its legend still did). The work is
+    // small: a sort of each phase's values.
     let series = Signal::derive(move || {
         samples.with(|all| {
             [
@@ -184,10 +205,84 @@ pub fn PhaseDistributions(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl In
     }
 }
 
+/// One answered request of the concurrency phase, as the chart draws it (and its key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct LevelPoint {
+    index: u32,
+    level: u32,
+    ttft_bits: u64,
+}
+
+/// The chart's scale: the levels in order, the axis maximum, and the level-1 median.
+#[derive(Debug, Clone, PartialEq)]
+struct LevelScale {
+    levels: Vec<u32>,
+    y_max: f64,
+    base: Option<f64>,
+    medians: Vec<Option<f64>>,
+}
+
+impl LevelScale {
+    /// `levels`: every level sent so far, in order, including one whose requests all
+    /// failed (it keeps its column, empty).
+    fn of(levels: Vec<u32>, points: &[LevelPoint]) -> Self {
+        let ttft_at = |k: u32| -> Vec<f64> {
+            points
+                .iter()
+                .filter(|p| p.level == k)
+                .map(|p| f64::from_bits(p.ttft_bits))
+                .collect()
+        };
+        let medians: Vec<Option<f64>> = levels.iter().map(|k| median(&ttft_at(*k))).collect();
+        let base = levels.iter().position(|k| *k == 1).and_then(|i| medians[i]);
+        let top = points
+            .iter()
+            .map(|p| f64::from_bits(p.ttft_bits))
+            .fold(0.0, f64::max);
+        let serial_top = base
+            .zip(levels.last())
+            .map_or(0.0, |(b, k)| b * f64::from(k + 1) / 2.0);
+        Self {
+            y_max: nice_ceiling(top.max(serial_top)),
+            base,
+            medians,
+            levels,
+        }
+    }
+
+    fn slot(&self) -> f64 {
+        SPAN / self.levels.len().max(1) as f64
+    }
+
+    /// The centre of the `i`th level's column.
+    fn x(&self, i: usize) -> f64 {
+        self.slot() * (i as f64 + 0.5)
+    }
+
+    fn y(&self, ms: f64) -> f64 {
+        SPAN * (1.0 - (ms / self.y_max).min(1.0))
+    }
+}
+
 /// TTFT at each concurrency level: every request, the median, and what a server that
-/// handles one request at a time would give: the level-1 median × (k + 1) / 2.
+/// handles one request at a time would give: the level-1 median × (k + 1) / 2. The
+/// requests' points are keyed, as in [`Timeline`], so a redraw adds only the new ones.
 #[component]
 pub fn ConcurrencyChart(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
+    let points = Memo::new(move |_| {
+        samples.with(|all| {
+            all.iter()
+                .filter(|s| s.phase == Phase::Concurrency && s.error.is_none())
+                .filter_map(|s| {
+                    Some(LevelPoint {
+                        index: s.index,
+                        level: s.concurrency,
+                        ttft_bits: s.ttft_ms?.to_bits(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+    });
     let levels = Memo::new(move |_| {
         samples.with(|all| {
             let mut levels: Vec<u32> = all
@@ -198,97 +293,81 @@ pub fn ConcurrencyChart(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl Into
             levels.sort_unstable();
             levels.dedup();
             levels
-                .into_iter()
-                .map(|k| {
-                    let ttft: Vec<f64> = all
-                        .iter()
-                        .filter(|s| {
-                            s.phase == Phase::Concurrency && s.concurrency == k && s.error.is_none()
-                        })
-                        .filter_map(|s| s.ttft_ms)
-                        .collect();
-                    (k, ttft)
-                })
-                .collect::<Vec<_>>()
         })
     });
-    let plot = move || {
-        let levels = levels.get();
-        let base = levels
-            .iter()
-            .find(|(k, _)| *k == 1)
-            .and_then(|(_, t)| median(t));
-        let top = levels
-            .iter()
-            .flat_map(|(_, t)| t.iter().copied())
-            .fold(0.0, f64::max);
-        let serial_top = base
-            .zip(levels.iter().map(|(k, _)| *k).max())
-            .map_or(0.0, |(b, k)| b * f64::from(k + 1) / 2.0);
-        let y_max = nice_ceiling(top.max(serial_top));
-        let slot = SPAN / levels.len().max(1) as f64;
-        let x = |i: usize| slot * (i as f64 + 0.5);
-        let y = |ms: f64| SPAN * (1.0 - (ms / y_max).min(1.0));
-        let mut shapes = Vec::new();
-        for (i, (k, ttft)) in levels.iter().enumerate() {
-            for (j, t) in ttft.iter().enumerate() {
-                // Spread the points of one level a little, so equal times stay visible.
-                let spread = slot * 0.3 * ((j % 7) as f64 / 6.0 - 0.5);
-                shapes.push(
-                    point(
-                        "dot phase-concurrency".into(),
-                        x(i) + spread,
-                        y(*t),
-                        format!("c = {k}: {}", format::ms(Some(*t))),
-                    )
-                    .into_any(),
-                );
-            }
-            if let Some(m) = median(ttft) {
-                shapes.push(view! {
-                    <line class="median" x1=x(i) - slot * 0.3 x2=x(i) + slot * 0.3 y1=y(m) y2=y(m)>
-                        <title>{format!("median at c = {k}: {}", format::ms(Some(m)))}</title>
-                    </line>
-                }.into_any());
-            }
+    let scale = Memo::new(move |_| points.with(|p| LevelScale::of(levels.get(), p)));
+    let any = move || !levels.with(Vec::is_empty);
+    let dot = move |p: LevelPoint| {
+        let ttft = f64::from_bits(p.ttft_bits);
+        // Spread the points of one level a little, so equal times stay visible.
+        let x = move || {
+            scale.with(|s| {
+                let i = s.levels.iter().position(|k| *k == p.level).unwrap_or(0);
+                s.x(i) + s.slot() * 0.3 * (f64::from(p.index % 7) / 6.0 - 0.5)
+            })
+        };
+        let y = move || scale.with(|s| s.y(ttft));
+        view! {
+            <line class="dot phase-concurrency" x1=x x2=x y1=y y2=y>
+                <title>{format!("c = {}: {}", p.level, format::ms(Some(ttft)))}</title>
+            </line>
         }
-        if let Some(base) = base {
-            let path: String = levels
+    };
+    let summary_lines = move || {
+        scale.with(|s| {
+            let mut shapes = Vec::new();
+            for (i, (k, m)) in s.levels.iter().zip(&s.medians).enumerate() {
+                if let Some(m) = *m {
+                    let half = s.slot() * 0.3;
+                    shapes.push(view! {
+                        <line class="median" x1=s.x(i) - half x2=s.x(i) + half y1=s.y(m) y2=s.y(m)>
+                            <title>{format!("median at c = {k}: {}", format::ms(Some(m)))}</title>
+                        </line>
+                    }.into_any());
+                }
+            }
+            if let Some(base) = s.base {
+                let path: String = s
+                    .levels
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| {
+                        format!(
+                            "{}{:.1},{:.1}",
+                            if i == 0 { "M" } else { " L" },
+                            s.x(i),
+                            s.y(base * f64::from(k + 1) / 2.0)
+                        )
+                    })
+                    .collect();
+                shapes.push(view! { <path class="serial" d=path></path> }.into_any());
+            }
+            shapes
+        })
+    };
+    let labels = move || {
+        scale.with(|s| {
+            s.levels
                 .iter()
                 .enumerate()
-                .map(|(i, (k, _))| {
-                    format!(
-                        "{}{:.1},{:.1}",
-                        if i == 0 { "M" } else { " L" },
-                        x(i),
-                        y(base * f64::from(k + 1) / 2.0)
-                    )
-                })
-                .collect();
-            shapes.push(view! { <path class="serial" d=path></path> }.into_any());
-        }
-        let labels = levels
-            .iter()
-            .enumerate()
-            .map(|(i, (k, _))| view! { <span class="tick" style=format!("left: {}%", x(i) / SPAN * 100.0)>{format!("{k} at once")}</span> })
-            .collect::<Vec<_>>();
-        view! {
-            <div class="plot">
-                <div class="y-ticks" aria-hidden="true">{y_ticks(y_max)}</div>
-                <svg viewBox=format!("0 0 {SPAN} {SPAN}") preserveAspectRatio="none" role="img"
-                    aria-label="Time to first token at each concurrency level, with a one-at-a-time server for reference">
-                    {grid()}
-                    {shapes}
-                </svg>
-                <div class="x-ticks" aria-hidden="true">{labels}</div>
-            </div>
-        }
+                .map(|(i, k)| view! { <span class="tick" style=format!("left: {}%", s.x(i) / SPAN * 100.0)>{format!("{k} at once")}</span> })
+                .collect::<Vec<_>>()
+        })
     };
     view! {
         <figure class="live-chart" data-testid="concurrency-chart">
             <h3>"Several requests at once"</h3>
-            <Show when=move || !levels.with(Vec::is_empty) fallback=|| view! { <p class="status">"No concurrency phase in this run yet."</p> }>
-                {plot}
+            <Show when=any fallback=|| view! { <p class="status">"No concurrency phase in this run yet."</p> }>
+                <div class="plot">
+                    <div class="y-ticks" aria-hidden="true">{move || y_ticks(scale.with(|s| s.y_max))}</div>
+                    <svg viewBox=format!("0 0 {SPAN} {SPAN}") preserveAspectRatio="none" role="img"
+                        aria-label="Time to first token at each concurrency level, with a one-at-a-time server for reference">
+                        {grid()}
+                        <For each=move || points.get() key=|p| *p children=dot />
+                        {summary_lines}
+                    </svg>
+                    <div class="x-ticks" aria-hidden="true">{labels}</div>
+                </div>
             </Show>
             <figcaption>
                 <span class="legend"><span class="key key-median"></span>"median"</span>
@@ -379,21 +458,22 @@ pub fn Waterfall(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
         }
         view! { <div class="waterfall">{rows}</div> }.into_any()
     };
-    let options = move || {
+    // The latest 500 requests, newest first, keyed so a new request adds one option.
+    let options = Memo::new(move |_| {
         samples.with(|all| {
             all.iter()
                 .rev()
                 .take(500)
-                .map(|s| {
-                    let i = s.index;
-                    view! {
-                        <option value=i.to_string() selected=move || chosen.get() == Some(i)>
-                            {format!("#{} {} — {}", i + 1, phase_title(s.phase), format::ms(s.ttft_ms))}
-                        </option>
-                    }
-                })
+                .map(|s| (s.index, s.phase, s.ttft_ms.map(f64::to_bits)))
                 .collect::<Vec<_>>()
         })
+    });
+    let option = move |(i, phase, ttft): (u32, Phase, Option<u64>)| {
+        view! {
+            <option value=i.to_string() selected=move || chosen.get() == Some(i)>
+                {format!("#{} {} — {}", i + 1, phase_title(phase), format::ms(ttft.map(f64::from_bits)))}
+            </option>
+        }
     };
     view! {
         <figure class="live-chart" data-testid="waterfall">
@@ -402,7 +482,7 @@ pub fn Waterfall(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
                 <span>"Request"</span>
                 <select data-testid="waterfall-request" on:change=move |ev| chosen.set(event_target_value(&ev).parse().ok())>
                     <option value="latest" selected=move || chosen.get().is_none()>"the latest"</option>
-                    {options}
+                    <For each=move || options.get() key=|o| *o children=option />
                 </select>
             </label>
             {bars}

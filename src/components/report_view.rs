@@ -5,6 +5,7 @@
 
 use firsttoken_core::Run;
 use firsttoken_core::report::{ColdStart, ConnectionCost, ProbeRoundTrip, RunReport};
+use firsttoken_core::schema::EngineReport;
 use firsttoken_core::stats::{
     Concurrency, Distribution, Estimate, LevelDegradation, MIN_BATCHES_FOR_READING, min_values_for,
 };
@@ -239,9 +240,38 @@ fn probe_line(p: &ProbeRoundTrip) -> String {
     }
 }
 
+/// What the browser could not measure, in sentences: a clock coarser than Chromium's
+/// (no time in the run is finer), and each feature it lacks with what is missing for it.
+fn browser_limits(engine: &EngineReport) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(step) = engine.clock_step_ms.filter(|s| *s >= 0.5) {
+        let why = match engine.cross_origin_isolated {
+            Some(false) => {
+                " (the page was not cross-origin isolated, which this browser needs for a finer one)"
+            }
+            _ => "",
+        };
+        lines.push(format!(
+            "This browser's clock moved in steps of {}{why}: no time here is finer than that.",
+            format::ms(Some(step))
+        ));
+    }
+    lines.extend(
+        engine
+            .unavailable
+            .iter()
+            .map(|u| format::sentence(u.consequence())),
+    );
+    lines
+}
+
 #[component]
 pub fn ReportView(run: Run) -> impl IntoView {
     let report = RunReport::of(&run);
+    let limits = browser_limits(&run.engine)
+        .into_iter()
+        .map(|line| view! { <li>{line}</li> })
+        .collect::<Vec<_>>();
     let rows = report
         .phases
         .iter()
@@ -331,6 +361,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
             {(!cold.is_empty()).then(|| view! { <ul class="reading" data-testid="cold-reading">{cold}</ul> })}
             {(!overhead.is_empty()).then(|| view! { <ul class="reading">{overhead}</ul> })}
             {probes.map(|text| view! { <p class="reading">{text}</p> })}
+            {(!limits.is_empty()).then(|| view! { <ul class="reading" data-testid="browser-limits">{limits}</ul> })}
         </div>
     }
 }

@@ -5,6 +5,27 @@ use leptos::prelude::*;
 
 use crate::format;
 
+/// What tells one row from another: the request's place, and its numbers (a new run
+/// reuses the places).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct RowKey {
+    index: u32,
+    status: u16,
+    ttft_bits: Option<u64>,
+    e2e_bits: Option<u64>,
+}
+
+impl RowKey {
+    fn of(s: &Sample) -> Self {
+        Self {
+            index: s.index,
+            status: s.status,
+            ttft_bits: s.ttft_ms.map(f64::to_bits),
+            e2e_bits: s.e2e_ms.map(f64::to_bits),
+        }
+    }
+}
+
 #[component]
 pub fn SamplesTable(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
     view! {
@@ -23,10 +44,15 @@ pub fn SamplesTable(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView
                     </tr>
                 </thead>
                 <tbody>
+                    // Keyed by what a row shows, and built from the sample it names, so a
+                    // new request adds one row without copying every other sample.
                     <For
-                        each=move || samples.get()
-                        key=|sample| sample.index
-                        children=move |s: Sample| {
+                        each=move || samples.with(|all| all.iter().map(RowKey::of).collect::<Vec<_>>())
+                        key=|k| *k
+                        children=move |k: RowKey| {
+                            let Some(s) = samples.with_untracked(|all| all.iter().rev().find(|s| RowKey::of(s) == k).cloned()) else {
+                                return ().into_any();
+                            };
                             let failed = s.error.is_some();
                             let reused_fresh = s.phase == Phase::Fresh
                                 && s.conn.as_ref().and_then(|c| c.new_connection) == Some(false);
@@ -45,6 +71,7 @@ pub fn SamplesTable(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView
                                     </td>
                                 </tr>
                             }
+                            .into_any()
                         }
                     />
                 </tbody>

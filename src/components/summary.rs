@@ -12,7 +12,8 @@ use crate::format;
 
 #[component]
 pub fn Summary(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
-    let numbers = move || {
+    // One computation per change, however many places read it.
+    let numbers = Memo::new(move |_| {
         samples.with(|samples| {
             let samples: Vec<&Sample> = samples
                 .iter()
@@ -32,7 +33,8 @@ pub fn Summary(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
                 median(&e2e),
             )
         })
-    };
+    });
+    let numbers = move || numbers.get();
     view! {
         <dl class="summary" data-testid="summary">
             <div>

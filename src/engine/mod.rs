@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod control;
+pub mod features;
 pub mod health;
 pub mod protocol;
 pub mod request;

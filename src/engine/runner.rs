@@ -10,6 +10,7 @@ use firsttoken_core::{Phase, Plan, Sample};
 use futures_util::future::join_all;
 
 use super::control::{Cancel, Drawn, Visibility};
+use super::features;
 use super::health::{TimerProbe, clock_step_ms};
 use super::protocol::{Finished, FromEngine, Progress};
 use super::request::{Measured, RequestSpec, RunContext, prepare, send};
@@ -135,6 +136,8 @@ pub async fn run_plan(
             timer_ticks,
             hidden_ms: controls.visibility.hidden_ms(performance.now()),
             clock_step_ms,
+            cross_origin_isolated: features::cross_origin_isolated(),
+            unavailable: features::resource_timing_unavailable(&run.samples),
         },
     }));
     run.samples

@@ -331,6 +331,7 @@ fn StudyView(study: Study) -> impl IntoView {
                             <li>"the target's address (its origin, not the full address)"</li>
                             <li>"the network you pick below, and what your browser says of it (type, round trip, speed)"</li>
                             <li>"your browser's name and major version, your operating system, phone or not"</li>
+                            <li>"how precise your browser's clock was, and which of the features this page reads it lacks"</li>
                         </ul>
                         <h3>"What is never sent"</h3>
                         <ul>
