@@ -37,6 +37,11 @@ pub struct Session {
     engine: StoredValue<Option<Engine>, LocalStorage>,
 }
 
+/// How long the page waits, after the second animation frame that follows its drawing,
+/// before it tells the engine the drawing is done: long enough for WebKit's raster, short
+/// against the pause between requests.
+const SETTLE_MS: i32 = 30;
+
 /// Applies incoming samples to the page at most once per animation frame: a burst of
 /// results (a concurrency batch) is one redraw, and the charts never redraw per token.
 /// Once the frame is drawn it tells the engine, which waits for that before its next
@@ -71,7 +76,16 @@ impl FrameBatch {
             // and handed to the compositor; the one after that, once the compositor has
             // rasterized and shown it (on other threads, which share the cores with the
             // engine). The drawing is done by then.
-            let after = Closure::once_into_js(move || this.drawn());
+            // Then a short wait more: WebKit rasterizes after its second frame too.
+            let settled = Closure::once_into_js(move || this.drawn());
+            let after = Closure::once_into_js(move || {
+                if let Some(window) = web_sys::window() {
+                    let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(
+                        settled.unchecked_ref(),
+                        SETTLE_MS,
+                    );
+                }
+            });
             let next = Closure::once_into_js(move || {
                 if let Some(window) = web_sys::window() {
                     let _ = window.request_animation_frame(after.unchecked_ref());
@@ -163,8 +177,15 @@ impl Session {
         self.status.get() == Status::Running
     }
 
-    /// Starts `plan`; `on_record` gets the run's valid record when it ends.
-    pub fn start(&self, plan: Plan, network: NetworkLabel, on_record: impl Fn(Run) + 'static) {
+    /// Starts `plan` from the link named `study_id`; `on_record` gets the run's valid
+    /// record when it ends.
+    pub fn start(
+        &self,
+        plan: Plan,
+        study_id: Option<String>,
+        network: NetworkLabel,
+        on_record: impl Fn(Run) + 'static,
+    ) {
         let this = *self;
         this.samples.set(Vec::new());
         this.record.set(None);
@@ -196,6 +217,7 @@ impl Session {
                     run_id: run_id.clone(),
                     started_at_ms,
                     app_version: env!("CARGO_PKG_VERSION"),
+                    study_id: study_id.clone(),
                     plan: &recorded_plan,
                     client: browser::client(network),
                     engine,

@@ -524,6 +524,7 @@ fn record(plan: &Plan, samples: Vec<Sample>, finished: &firsttoken::engine::Fini
         run_id: run_id_from_random(Scope::current().random_bytes()),
         started_at_ms: js_sys::Date::now() as u64,
         app_version: "test",
+        study_id: None,
         plan,
         client: Client::default(),
         engine: finished.engine.clone(),

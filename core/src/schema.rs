@@ -42,6 +42,10 @@ pub struct Run {
     pub started_at_ms: u64,
     /// The firsttoken version that produced the record.
     pub app_version: String,
+    /// The share link the run came from ([`crate::share::Study::study_id`]), so the
+    /// operator can read one link's runs alone. `None` for a link without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub study_id: Option<String>,
     /// What was measured: the first is the main target, the others were compared with it.
     /// A sample's `target` is an index into this list.
     pub targets: Vec<Target>,
@@ -88,8 +92,10 @@ pub struct EngineReport {
     pub hidden_ms: f64,
     /// The smallest step the engine's clock (`performance.now()`) was seen to take, read
     /// at the run's start: 0.1 ms in Chromium, 1 ms in Firefox and WebKit on a page that
-    /// is not cross-origin isolated; 5 µs and 20 µs on one that is. No time in the run is finer than this. `None` when
-    /// the clock did not move while it was watched (or an older page made the record).
+    /// is not cross-origin isolated; 5 µs and 20 µs on one that is. No time in the run is
+    /// finer than this. `None` when the clock moved fewer than three times in the 50 ms it
+    /// was watched, too few to tell its grain from a pause of the thread (or an older page
+    /// made the record).
     #[serde(default)]
     pub clock_step_ms: Option<f64>,
     /// The page was cross-origin isolated (`crossOriginIsolated`: served with COOP and
@@ -520,6 +526,14 @@ impl Run {
             ));
         }
         top.non_empty_text("app_version", &self.app_version, 32)?;
+        if let Some(id) = &self.study_id
+            && !crate::share::is_study_id(id)
+        {
+            return Err(top.fail(
+                "study_id",
+                format!("must be {}", crate::share::STUDY_ID_FORM),
+            ));
+        }
         if self.targets.is_empty() || self.targets.len() > 8 {
             return Err(top.fail("targets", "a run has 1 to 8 targets"));
         }
@@ -1038,6 +1052,7 @@ pub struct RecordParts<'a> {
     pub run_id: String,
     pub started_at_ms: u64,
     pub app_version: &'a str,
+    pub study_id: Option<String>,
     pub plan: &'a crate::plan::Plan,
     pub client: Client,
     pub engine: EngineReport,
@@ -1068,6 +1083,7 @@ impl RecordParts<'_> {
             run_id: self.run_id,
             started_at_ms: self.started_at_ms,
             app_version: self.app_version.to_owned(),
+            study_id: self.study_id,
             targets,
             client: self.client,
             plan: self.plan.recorded(),

@@ -39,6 +39,35 @@ pub struct Study {
     /// refused, and a page opened from a link with it tells the user.
     #[serde(default)]
     pub carries_token: bool,
+    /// A random name for this link ([`STUDY_ID_CHARS`] characters of base32, 80 random
+    /// bits), made when the link is: every run from the link carries it, and the Results
+    /// page can show one link's runs alone. `None` in links made before there were ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub study_id: Option<String>,
+}
+
+/// How long a study id is: 16 characters of base32, 80 bits.
+pub const STUDY_ID_CHARS: usize = 16;
+/// What a study id looks like, for error messages.
+pub const STUDY_ID_FORM: &str = "16 characters, lowercase a–z and 2–7";
+/// RFC 4648's base32 alphabet, lowercase.
+const BASE32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+
+/// A study id from 10 random bytes (the caller draws them from the platform's
+/// cryptographic generator): 80 bits in 16 base32 characters, so two links never meet.
+pub fn study_id_from_random(random: [u8; 10]) -> String {
+    let bits = random
+        .iter()
+        .fold(0u128, |acc, &byte| (acc << 8) | u128::from(byte));
+    (0..STUDY_ID_CHARS)
+        .rev()
+        .map(|i| char::from(BASE32[((bits >> (5 * i)) & 31) as usize]))
+        .collect()
+}
+
+/// Whether `id` has a study id's form.
+pub fn is_study_id(id: &str) -> bool {
+    id.len() == STUDY_ID_CHARS && id.bytes().all(|b| BASE32.contains(&b))
 }
 
 /// Why a link cannot be opened.
@@ -134,6 +163,11 @@ impl Study {
                 format!("{collector:?} must be an absolute http:// or https:// URL"),
             );
         }
+        if let Some(id) = &self.study_id
+            && !is_study_id(id)
+        {
+            return fail("study_id", format!("{id:?} must be {STUDY_ID_FORM}"));
+        }
         let secrets = self.secret_headers();
         if !secrets.is_empty() && !self.carries_token {
             return fail(
@@ -202,7 +236,41 @@ mod tests {
             plan: Plan::quick(target),
             collector: Some("https://collect.example.com/api/v1/runs".into()),
             carries_token: false,
+            study_id: Some(study_id_from_random([7; 10])),
         }
+    }
+
+    #[test]
+    fn a_study_id_is_80_random_bits_in_base32() {
+        // Python: base64.b32encode(bytes(10)).lower() and of bytes([255] * 10), and of
+        // bytes(range(1, 11)) → "aebagbafaydqqcik".
+        assert_eq!(study_id_from_random([0; 10]), "aaaaaaaaaaaaaaaa");
+        assert_eq!(study_id_from_random([255; 10]), "7777777777777777");
+        let counting: [u8; 10] = std::array::from_fn(|i| i as u8 + 1);
+        assert_eq!(study_id_from_random(counting), "aebagbafaydqqcik");
+        assert!(is_study_id("aebagbafaydqqcik"));
+        for bad in [
+            "",
+            "aebagbafaydqqci",
+            "aebagbafaydqqcikk",
+            "AEBAGBAFAYDQQCIK",
+            "aebagbafaydqqci1",
+        ] {
+            assert!(!is_study_id(bad), "{bad}");
+        }
+        let mut s = study();
+        s.study_id = Some("not an id".into());
+        let e = s.validate().expect_err("a bad id");
+        assert_eq!(e.field, "study_id");
+        assert!(e.message.contains("16 characters"), "{e}");
+        // A link made before ids still opens, and says nothing of one.
+        s.study_id = None;
+        assert_eq!(Study::from_fragment(&s.to_fragment()), Ok(s.clone()));
+        assert!(
+            !serde_json::to_string(&s)
+                .expect("json")
+                .contains("study_id")
+        );
     }
 
     #[test]

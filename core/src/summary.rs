@@ -29,10 +29,12 @@ pub enum Dimension {
     Phase,
     Concurrency,
     Scenario,
+    /// The share link the run came from (its study id).
+    Study,
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 10] = [
+    pub const ALL: [Dimension; 11] = [
         Dimension::Network,
         Dimension::EffectiveType,
         Dimension::Browser,
@@ -43,6 +45,7 @@ impl Dimension {
         Dimension::Phase,
         Dimension::Concurrency,
         Dimension::Scenario,
+        Dimension::Study,
     ];
 
     /// The name in query strings and answers.
@@ -58,6 +61,7 @@ impl Dimension {
             Dimension::Phase => "phase",
             Dimension::Concurrency => "concurrency",
             Dimension::Scenario => "scenario",
+            Dimension::Study => "study",
         }
     }
 
@@ -74,6 +78,7 @@ impl Dimension {
             Dimension::Phase => "Phase",
             Dimension::Concurrency => "Concurrency",
             Dimension::Scenario => "Scenario",
+            Dimension::Study => "Link",
         }
     }
 

@@ -602,6 +602,7 @@ async fn run_in_app(
         plan,
         collector: None,
         carries_token: false,
+        study_id: None,
     };
     let query = match reader {
         Reader::Still => "?charts=off",

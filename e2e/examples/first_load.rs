@@ -22,6 +22,7 @@ async fn main() -> anyhow::Result<()> {
         plan: Plan::quick(server.demo_target("")),
         collector: None,
         carries_token: false,
+        study_id: None,
     };
     let link = server.link(&study);
     let networks: [Network; 2] = [

@@ -32,6 +32,7 @@ async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
         plan,
         collector: None,
         carries_token: false,
+        study_id: None,
     };
     let browser = Browser::start_engine(engine, PHONE).await?;
     let driver = &browser.driver;

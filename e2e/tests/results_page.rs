@@ -142,6 +142,58 @@ async fn results_group_and_compare_in_webkit() -> anyhow::Result<()> {
     grouped_and_compared(Engine::WebKit, PHONE).await
 }
 
+/// The compose page sends the operator to `/results?study=…` for one link's runs: the page
+/// shows that link alone and says so, and clearing the field shows every link.
+#[tokio::test]
+async fn one_links_results_alone() -> anyhow::Result<()> {
+    const LINK: &str = "onelinkaaaaaaaaa";
+    let server = seeded_server().await?;
+    for n in 0..10 {
+        let mut run = run(100 + n, NetworkLabel::Fiber, "v3", 150.0);
+        run.study_id = Some(LINK.into());
+        server
+            .db
+            .insert_run(&run, &serde_json::to_string(&run)?, 1_796_000_000_000, None)
+            .await?;
+    }
+    let browser = Browser::start(DESKTOP).await?;
+    let driver = &browser.driver;
+    driver
+        .goto(server.url(&format!("/results?study={LINK}")))
+        .await?;
+    browser
+        .wait_for_count("[data-testid=results-row]", 1, WAIT)
+        .await?;
+    let banner = driver
+        .find(By::Css("[data-testid=results-of-link]"))
+        .await?
+        .text()
+        .await?;
+    assert!(banner.contains(LINK), "{banner}");
+    let rows = driver
+        .find_all(By::Css("[data-testid=results-row]"))
+        .await?;
+    assert_eq!(rows.len(), 1, "this link's runs are all on fiber");
+    let row = rows[0].text().await?;
+    assert!(row.starts_with("fiber") || row.contains("Fiber"), "{row}");
+    browser.screenshot("results-page-desktop-one-link").await?;
+
+    // Every link again: the seeded runs' cellular group comes back.
+    let field = driver.find(By::Css("[data-testid=filter-study]")).await?;
+    assert_eq!(field.prop("value").await?.as_deref(), Some(LINK));
+    field.send_keys(Key::Control + "a").await?;
+    field.send_keys(Key::Backspace).await?;
+    driver
+        .find(By::Css("[data-testid=show-results]"))
+        .await?
+        .click()
+        .await?;
+    browser
+        .wait_for_count("[data-testid=results-row]", 2, WAIT)
+        .await?;
+    browser.quit().await
+}
+
 #[tokio::test]
 async fn demo_runs_stay_out_until_asked_for() -> anyhow::Result<()> {
     let server = TestServer::start().await?;

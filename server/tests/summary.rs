@@ -61,7 +61,12 @@ fn run(n: u64, network: NetworkLabel, version: &str, demo: bool, ttfts: &[f64]) 
     run
 }
 
-/// Twelve runs: fiber and cellular, versions v1 and v2, plus a demo run.
+/// Two share links' study ids.
+const FIRST_LINK: &str = "firstlinkaaaaaaa";
+const SECOND_LINK: &str = "secondlinkbbbbbb";
+
+/// Twelve runs: fiber and cellular, versions v1 and v2, from two links (runs 0–4 and
+/// 5–10) and one from a link without an id, plus a demo run.
 fn runs() -> Vec<Run> {
     let mut runs = Vec::new();
     for n in 0..12u64 {
@@ -79,7 +84,14 @@ fn runs() -> Vec<Run> {
         let ttfts: Vec<f64> = (0..8)
             .map(|i| base + (n * 13 + i * 7 % 11) as f64 * 1.5)
             .collect();
-        runs.push(run(n, network, version, false, &ttfts));
+        let mut run = run(n, network, version, false, &ttfts);
+        run.study_id = match n {
+            0..5 => Some(FIRST_LINK.to_owned()),
+            5..11 => Some(SECOND_LINK.to_owned()),
+            _ => None,
+        };
+        run.validate().expect("a valid run");
+        runs.push(run);
     }
     runs.push(run(99, NetworkLabel::Fiber, "v1", true, &[10.0; 8]));
     runs
@@ -226,6 +238,28 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
         check_group(&s["groups"][0], &real, t.name);
         let s = summary(address, "min_samples=10&include_demo=true").await;
         check_group(&s["groups"][0], &runs.iter().collect::<Vec<_>>(), t.name);
+
+        // One link's runs alone, and every link side by side (a run from a link without
+        // an id is a group of its own, keyed null).
+        let link = |id: Option<&str>| {
+            real.iter()
+                .copied()
+                .filter(|r| r.study_id.as_deref() == id)
+                .collect::<Vec<_>>()
+        };
+        let s = summary(address, &format!("study={FIRST_LINK}&min_samples=10")).await;
+        assert_eq!(s["groups"].as_array().map(Vec::len), Some(1), "{s}");
+        check_group(&s["groups"][0], &link(Some(FIRST_LINK)), t.name);
+        let s = summary(address, "group_by=study&min_samples=8").await;
+        let groups = s["groups"].as_array().expect("groups");
+        assert_eq!(groups.len(), 3, "{}: {s}", t.name);
+        for id in [Some(FIRST_LINK), Some(SECOND_LINK), None] {
+            let group = groups
+                .iter()
+                .find(|g| g["key"]["study"].as_str() == id)
+                .unwrap_or_else(|| panic!("{}: no group for {id:?} in {s}", t.name));
+            check_group(group, &link(id), t.name);
+        }
 
         // Too few samples: counts, no percentiles, and a note that says why.
         let s = summary(address, "group_by=network&min_samples=1000").await;

@@ -11,15 +11,20 @@ use wasm_bindgen::prelude::*;
 use super::scope::Scope;
 
 /// How long [`clock_step_ms`] watches the clock, at most.
-const CLOCK_WATCH_MS: f64 = 20.0;
+const CLOCK_WATCH_MS: f64 = 50.0;
 /// How many steps of the clock it waits for, at most.
 const CLOCK_STEPS: u32 = 8;
+/// How many steps it must see to name the step: one step alone may be the thread being
+/// descheduled (a busy machine), not the clock's grain.
+const CLOCK_STEPS_NEEDED: u32 = 3;
 
 /// The smallest step `performance.now()` takes, watched for a few steps (at most
 /// [`CLOCK_WATCH_MS`]): browsers coarsen the clock (Chromium to 0.1 ms, Firefox and WebKit
 /// to 1 ms on a page that is not cross-origin isolated), and a time finer than the step
 /// is not measured. Two readings of a coarsened clock differ by whole steps, so the
-/// smallest difference seen is the step. `None` if the clock never moved.
+/// smallest difference seen is the step; a pause of the thread only makes one difference
+/// larger. `None` if the clock moved fewer than [`CLOCK_STEPS_NEEDED`] times: too few to
+/// tell its grain from a pause.
 pub fn clock_step_ms(scope: &Scope) -> Option<f64> {
     let performance = scope.performance();
     let start = performance.now();
@@ -36,9 +41,7 @@ pub fn clock_step_ms(scope: &Scope) -> Option<f64> {
         }
     }
     // Rounded to a microsecond: the readings' own float error is far below it.
-    smallest
-        .is_finite()
-        .then(|| (smallest * 1000.0).round().max(1.0) / 1000.0)
+    (steps >= CLOCK_STEPS_NEEDED).then(|| (smallest * 1000.0).round().max(1.0) / 1000.0)
 }
 
 /// The period of the probe timer.

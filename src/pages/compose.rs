@@ -5,11 +5,13 @@
 use firsttoken_core::Dialect;
 use firsttoken_core::Plan;
 use firsttoken_core::plan::{PhasePlan, RunTag, TargetPlan};
-use firsttoken_core::share::Study;
+use firsttoken_core::schema::origin_of;
+use firsttoken_core::share::{Study, study_id_from_random};
 use leptos::prelude::*;
 
 use crate::browser;
 use crate::collector;
+use crate::engine::Scope;
 
 /// An OpenAI-style streaming request, asking for usage so tokens are counted by the
 /// server rather than guessed from chunks.
@@ -108,8 +110,8 @@ fn target(
     Ok(t)
 }
 
-/// The study the form describes, or what is wrong with the form.
-fn build(form: &Form) -> Result<Study, String> {
+/// The study the form describes, named `study_id`, or what is wrong with the form.
+fn build(form: &Form, study_id: String) -> Result<Study, String> {
     serde_json::from_str::<serde_json::Value>(&form.body)
         .map_err(|e| format!("Request body is not valid JSON: {e}"))?;
     let mut main = target(
@@ -170,6 +172,7 @@ fn build(form: &Form) -> Result<Study, String> {
         collector: (form.collector.trim() != own_collector)
             .then(|| form.collector.trim().to_owned()),
         carries_token: form.token_is_for_benchmark,
+        study_id: Some(study_id),
     };
     study.validate().map_err(|e| {
         if e.field.ends_with("fresh_url") {
@@ -190,6 +193,26 @@ fn left_out(protocol: Protocol, fresh_url: &str) -> Option<&'static str> {
 
 fn link_to(study: &Study) -> String {
     format!("{}/run#{}", browser::page_origin(), study.to_fragment())
+}
+
+/// A new study id from the browser's cryptographic generator.
+fn new_study_id() -> String {
+    let random = Scope::current().random_bytes();
+    let mut first = [0u8; 10];
+    first.copy_from_slice(&random[..10]);
+    study_id_from_random(first)
+}
+
+/// Where the runs of `study` can be read: the Results page of the server that collects
+/// them, showing this link alone. `None` for a study without an id.
+fn results_of(study: &Study) -> Option<String> {
+    let id = study.study_id.as_ref()?;
+    let server = study
+        .collector
+        .as_deref()
+        .and_then(origin_of)
+        .unwrap_or_else(browser::page_origin);
+    Some(format!("{server}/results?study={id}"))
 }
 
 #[component]
@@ -214,12 +237,14 @@ pub fn ComposePage() -> impl IntoView {
     let collector_url = RwSignal::new(format!("{origin}{}", collector::RUNS_PATH));
     let run_tag_header = RwSignal::new(String::new());
     let link = RwSignal::new(None::<String>);
+    let results = RwSignal::new(None::<String>);
     let json = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
 
     let show = move |study: Study| {
         json.set(serde_json::to_string_pretty(&study).unwrap_or_default());
         link.set(Some(link_to(&study)));
+        results.set(results_of(&study));
         error.set(None);
     };
     let make = move |ev: leptos::ev::SubmitEvent| {
@@ -241,7 +266,7 @@ pub fn ComposePage() -> impl IntoView {
             collector: collector_url.get_untracked(),
             run_tag_header: run_tag_header.get_untracked(),
         };
-        match build(&form) {
+        match build(&form, new_study_id()) {
             Ok(study) => show(study),
             Err(message) => {
                 link.set(None);
@@ -250,10 +275,15 @@ pub fn ComposePage() -> impl IntoView {
         }
     };
     let from_json = move |_| match serde_json::from_str::<Study>(&json.get_untracked()) {
-        Ok(study) => match study.validate() {
-            Ok(()) => show(study),
-            Err(e) => error.set(Some(format!("The study is not valid: {e}"))),
-        },
+        // A study written by hand gets an id, so its runs can be read apart too; one that
+        // has an id keeps it (the same link, edited).
+        Ok(mut study) => {
+            study.study_id = study.study_id.or_else(|| Some(new_study_id()));
+            match study.validate() {
+                Ok(()) => show(study),
+                Err(e) => error.set(Some(format!("The study is not valid: {e}"))),
+            }
+        }
         Err(e) => error.set(Some(format!("The JSON is not a study: {e}"))),
     };
     let check = move |_| {
@@ -407,6 +437,13 @@ pub fn ComposePage() -> impl IntoView {
                     <a class="button" target="_blank" rel="noopener" href=move || link.get().unwrap_or_default() data-testid="open-link">"Open"</a>
                 </div>
                 <p class="status">{move || format!("{} characters. The study travels in the part after #, which browsers never send to a server.", link.with(|l| l.as_ref().map_or(0, String::len)))}</p>
+                <Show when=move || results.with(Option::is_some)>
+                    <p class="status" data-testid="link-results">
+                        "Runs from this link will appear on "
+                        <a data-testid="link-results-href" href=move || results.get().unwrap_or_default() target="_blank" rel="noopener">{move || results.get().unwrap_or_default()}</a>
+                        " (every run carries the link's id; a new link gets a new id)."
+                    </p>
+                </Show>
                 <details>
                     <summary>"The study as JSON (scenarios, headers, custom stream formats, phases)"</summary>
                     <textarea rows="16" spellcheck="false" data-testid="study-json" bind:value=json></textarea>

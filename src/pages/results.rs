@@ -29,6 +29,15 @@ enum Answer {
     NeedsToken(String),
 }
 
+/// The value of `key` in the page address's query (`/results?study=…`).
+fn in_address(key: &str) -> Option<String> {
+    let search = web_sys::window()?.location().search().ok()?;
+    web_sys::UrlSearchParams::new_with_str(&search)
+        .ok()?
+        .get(key)
+        .filter(|v| !v.is_empty())
+}
+
 /// Where the results token is kept for the browser session.
 const TOKEN_KEY: &str = "firsttoken.results-token";
 
@@ -140,6 +149,9 @@ fn percent(rate: f64) -> String {
 
 #[component]
 pub fn ResultsPage() -> impl IntoView {
+    // Opened from a link's "where its results appear" (`/results?study=…`): that link's
+    // runs alone, until the filter is cleared.
+    let study = RwSignal::new(in_address("study").unwrap_or_default());
     let group_by = RwSignal::new(vec![Dimension::Network]);
     let phase = RwSignal::new("steady".to_owned());
     let network = RwSignal::new(String::new());
@@ -147,7 +159,7 @@ pub fn ResultsPage() -> impl IntoView {
     let target_version = RwSignal::new(String::new());
     let from = RwSignal::new(String::new());
     let to = RwSignal::new(String::new());
-    let include_demo = RwSignal::new(false);
+    let include_demo = RwSignal::new(in_address("include_demo").as_deref() == Some("true"));
     let min_samples = RwSignal::new("30".to_owned());
     let answer = RwSignal::new(Answer::Waiting);
 
@@ -170,6 +182,7 @@ pub fn ResultsPage() -> impl IntoView {
                 "target_version",
                 target_version.get_untracked().trim().to_owned(),
             ),
+            ("study", study.get_untracked().trim().to_owned()),
             ("from", from.get_untracked()),
             ("to", to.get_untracked()),
             (
@@ -236,6 +249,10 @@ pub fn ResultsPage() -> impl IntoView {
                     <input type="text" placeholder="any" data-testid="filter-version" bind:value=target_version />
                 </label>
                 <label>
+                    <span>"Link (study id)"</span>
+                    <input type="text" placeholder="any" spellcheck="false" data-testid="filter-study" bind:value=study />
+                </label>
+                <label>
                     <span>"From"</span>
                     <input type="date" data-testid="filter-from" bind:value=from />
                 </label>
@@ -257,6 +274,14 @@ pub fn ResultsPage() -> impl IntoView {
             </form>
         </section>
         <section class="card" aria-live="polite">
+            {move || {
+                let id = study.get();
+                (!id.trim().is_empty()).then(|| view! {
+                    <p class="status" data-testid="results-of-link">
+                        {format!("Results of one link (study id {}). Clear the Link field and press Show for every link.", id.trim())}
+                    </p>
+                })
+            }}
             {move || match answer.get() {
                 Answer::Waiting => view! { <p class="status">"Asking the collector…"</p> }.into_any(),
                 Answer::Failed(message) => view! { <p class="error" role="alert" data-testid="results-error">{message}</p> }.into_any(),

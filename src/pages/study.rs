@@ -240,14 +240,19 @@ fn StudyView(study: Study) -> impl IntoView {
         })
     };
     let start = {
-        let plan = plan.clone();
+        let (plan, study_id) = (plan.clone(), study.study_id.clone());
         move |ev: leptos::ev::SubmitEvent| {
             ev.prevent_default();
-            session.start(plan.clone(), network.get_untracked(), move |run| {
-                if consent.get_untracked() {
-                    upload.run(run);
-                }
-            });
+            session.start(
+                plan.clone(),
+                study_id.clone(),
+                network.get_untracked(),
+                move |run| {
+                    if consent.get_untracked() {
+                        upload.run(run);
+                    }
+                },
+            );
         }
     };
 

@@ -61,7 +61,7 @@ pub enum Db {
 
 /// Bound parameters per sample row, and how many rows one INSERT may carry (SQLite allows
 /// 32766 parameters per statement, PostgreSQL 65535).
-const SAMPLE_COLUMNS: usize = 32;
+const SAMPLE_COLUMNS: usize = 33;
 const SAMPLES_PER_INSERT: usize = 32_766 / SAMPLE_COLUMNS;
 
 impl Db {
@@ -192,7 +192,8 @@ impl Db {
             let mut insert = QueryBuilder::new(
                 "INSERT INTO runs (run_id, received_at_ms, started_at_ms, schema_version, app_version, \
                  target_label, target_origin, target_version, dialect, demo, network, effective_type, \
-                 browser, browser_major, os, mobile, sample_count, record_sha256, record, delete_token_sha256) ",
+                 browser, browser_major, os, mobile, sample_count, record_sha256, record, delete_token_sha256, \
+                 study) ",
             );
             insert.push_values([()], |mut row, ()| {
                 row.push_bind(run.run_id.clone())
@@ -214,7 +215,8 @@ impl Db {
                     .push_bind(run.samples.len() as i64)
                     .push_bind(sha.clone())
                     .push_bind(record.to_owned())
-                    .push_bind(token_sha.clone());
+                    .push_bind(token_sha.clone())
+                    .push_bind(run.study_id.clone());
             });
             insert.push(" ON CONFLICT (run_id) DO NOTHING");
             let inserted = insert
@@ -239,7 +241,7 @@ impl Db {
                      scenario, target, target_label, target_version, target_demo, network, effective_type, \
                      browser, os, mobile, start_ms, status, error, headers_ms, ttfb_ms, ttft_ms, ttft_any_ms, \
                      last_token_ms, e2e_ms, output_chunks, input_tokens, output_tokens, conn_reused, \
-                     protocol, hidden) ",
+                     protocol, hidden, study) ",
                 );
                 insert.push_values(batch, |mut row, s: &Sample| {
                     let target = run.targets.get(s.target as usize).unwrap_or(main);
@@ -275,7 +277,8 @@ impl Db {
                         .push_bind(usage.output_tokens.map(|t| t as i64))
                         .push_bind(s.conn.as_ref().and_then(|c| c.reused))
                         .push_bind(s.conn.as_ref().and_then(|c| c.protocol.clone()))
-                        .push_bind(s.hidden);
+                        .push_bind(s.hidden)
+                        .push_bind(run.study_id.clone());
                 });
                 insert
                     .build()
@@ -423,6 +426,7 @@ impl Db {
                     output_tokens: row.try_get("output_tokens")?,
                     conn_reused: row.try_get("conn_reused")?,
                     protocol: row.try_get("protocol")?,
+                    study: row.try_get("study")?,
                 };
                 if rows_out.send(export).await.is_err() {
                     break;
@@ -491,7 +495,7 @@ impl Table {
 
 const EXPORT_COLUMNS: &str = "run_id, idx, received_at_ms, phase, concurrency, scenario, target_label, \
     target_version, target_demo, network, effective_type, browser, os, mobile, status, error, headers_ms, \
-    ttfb_ms, ttft_ms, ttft_any_ms, last_token_ms, e2e_ms, output_chunks, output_tokens, conn_reused, protocol";
+    ttfb_ms, ttft_ms, ttft_any_ms, last_token_ms, e2e_ms, output_chunks, output_tokens, conn_reused, protocol, study";
 
 /// One exported sample, with DESIGN.md's field names.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -522,6 +526,8 @@ pub struct ExportRow {
     pub output_tokens: Option<i64>,
     pub conn_reused: Option<bool>,
     pub protocol: Option<String>,
+    /// The share link's study id.
+    pub study: Option<String>,
 }
 
 /// 32 random bytes as hex: a delete token.

@@ -74,7 +74,7 @@ async fn export(
 
 const CSV_HEADER: &str = "run_id,index,received_at_ms,phase,concurrency,scenario,target_label,target_version,\
 target_demo,network,effective_type,browser,os,mobile,status,error,headers_ms,ttfb_ms,ttft_ms,ttft_any_ms,\
-last_token_ms,e2e_ms,output_chunks,output_tokens,conn_reused,protocol\n";
+last_token_ms,e2e_ms,output_chunks,output_tokens,conn_reused,protocol,study\n";
 
 /// One CSV line (RFC 4180), quoted as the app's own export is.
 fn csv_line(row: &ExportRow) -> String {
@@ -111,6 +111,7 @@ fn csv_line(row: &ExportRow) -> String {
         opt(row.output_tokens),
         opt(row.conn_reused),
         text(row.protocol.as_deref()),
+        text(row.study.as_deref()),
     ];
     let mut line = fields.join(",");
     line.push('\n');
@@ -169,6 +170,7 @@ mod tests {
             output_tokens: None,
             conn_reused: None,
             protocol: None,
+            study: None,
         };
         let line = csv_line(&row);
         assert!(
