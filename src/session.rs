@@ -127,8 +127,14 @@ pub fn query_has(pair: &str) -> bool {
         .any(|kv| kv == pair)
 }
 
-/// The engine runs in its worker unless the page's address asks for `engine=page`, a
-/// diagnostic for comparing the two.
+/// The engine runs in its worker, so that drawing on the page cannot delay a timestamp,
+/// unless the page's address asks for `engine=page`: the diagnostic the benchmark
+/// compares with (`engine=worker` names the default).
+///
+/// Not the page's thread in WebKit, though there the worker's extra hop cost 1.7–2.3 ms
+/// at 3 at once (`cargo xtask bench engine_bias`): on the page's thread the first request
+/// after Start waited ~145 ms for the page to draw the live view, which would skew the
+/// first probe.
 fn placement() -> Placement {
     if query_has("engine=page") {
         Placement::Page

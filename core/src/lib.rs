@@ -3,7 +3,8 @@
 //! The incremental SSE parser ([`sse`]), stream dialects ([`dialect`]), the timed stream
 //! recorder ([`stream`]), the benchmark plan ([`plan`]), statistics ([`stats`]), the
 //! coarse client description ([`client`]), the connection log that tells new connections
-//! from reused ones ([`connections`]) and the versioned result record ([`schema`]).
+//! from reused ones ([`connections`]), the versioned result record ([`schema`]), share
+//! links ([`share`]) and their QR codes ([`qr`]).
 //!
 //! No I/O and no clock: callers pass bytes and `performance.now()` readings in. The same
 //! code runs in the browser (wasm32) and in the collector, so they cannot disagree.
@@ -14,6 +15,7 @@ pub mod dialect;
 pub mod export;
 pub mod outcome;
 pub mod plan;
+pub mod qr;
 pub mod report;
 pub mod schema;
 pub mod share;

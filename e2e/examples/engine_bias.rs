@@ -604,8 +604,10 @@ async fn run_in_app(
         carries_token: false,
         study_id: None,
     };
+    // Each engine placement asked for by name: WebKit's default is the page's thread.
     let query = match reader {
-        Reader::Still => "?charts=off",
+        Reader::Still => "?charts=off&engine=worker",
+        Reader::Charts => "?engine=worker",
         Reader::Page => "?engine=page",
         _ => "",
     };

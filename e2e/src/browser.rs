@@ -357,11 +357,9 @@ impl Browser {
         self.driver
             .execute("window.scrollTo(0, 0)", Vec::new())
             .await?;
-        let dir = screenshot_dir();
-        std::fs::create_dir_all(&dir)?;
-        let other = |png: Vec<u8>| {
-            std::fs::write(dir.join(format!("{name}-{}.png", self.engine.name())), png)
-        };
+        std::fs::create_dir_all(screenshot_dir())?;
+        let path = self.screenshot_path(name);
+        let other = |png: Vec<u8>| std::fs::write(&path, png);
         match self.engine {
             Engine::Chromium => {}
             Engine::Firefox => {
@@ -388,6 +386,16 @@ impl Browser {
                 self.driver
                     .set_window_rect(rect.x, rect.y, rect.width as u32, (page + chrome) as u32)
                     .await?;
+                // Captured at once, the newly exposed part of the window can still be
+                // unpainted (black): wait for the page to see its new height, then a
+                // moment for the paint.
+                for _ in 0..20 {
+                    if number("return window.innerHeight").await?.unwrap_or(page) >= page {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
                 let png = self.driver.screenshot_as_png().await;
                 self.driver
                     .set_window_rect(rect.x, rect.y, rect.width as u32, rect.height as u32)
@@ -406,8 +414,17 @@ impl Browser {
             .await?;
         let data = shot["data"].as_str().context("no screenshot data")?;
         let png = base64::engine::general_purpose::STANDARD.decode(data)?;
-        std::fs::write(dir.join(format!("{name}.png")), png)?;
+        std::fs::write(path, png)?;
         Ok(())
+    }
+
+    /// Where [`Self::screenshot`] puts the picture called `name`: Chromium's without a
+    /// suffix, the other engines' with their name.
+    pub fn screenshot_path(&self, name: &str) -> std::path::PathBuf {
+        screenshot_dir().join(match self.engine {
+            Engine::Chromium => format!("{name}.png"),
+            other => format!("{name}-{}.png", other.name()),
+        })
     }
 
     /// Ends the session and its driver.

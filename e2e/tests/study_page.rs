@@ -32,6 +32,29 @@ fn study(plan: Plan, collector: Option<String>) -> Study {
     }
 }
 
+/// The text of the one QR code in a PNG picture, read by rqrr (not the encoder's crate).
+fn read_qr(png_bytes: &[u8]) -> String {
+    let mut decoder = png::Decoder::new(std::io::Cursor::new(png_bytes));
+    decoder.set_transformations(png::Transformations::EXPAND | png::Transformations::STRIP_16);
+    let mut reader = decoder.read_info().expect("a PNG");
+    let mut pixels = vec![0; reader.output_buffer_size().expect("a size")];
+    let info = reader.next_frame(&mut pixels).expect("a frame");
+    let channels = info.color_type.samples();
+    let (width, height) = (info.width as usize, info.height as usize);
+    let mut image = rqrr::PreparedImage::prepare_from_greyscale(width, height, |x, y| {
+        let at = y * info.line_size + x * channels;
+        // The first channel: grey, or red (the code is black on white).
+        pixels[at]
+    });
+    let grids = image.detect_grids();
+    assert_eq!(
+        grids.len(),
+        1,
+        "one QR code in the {width}×{height} picture"
+    );
+    grids[0].decode().expect("the code decodes").1
+}
+
 /// The `data-testid` of the element that has the keyboard focus.
 async fn focused(driver: &WebDriver) -> anyhow::Result<String> {
     let id = driver
@@ -98,6 +121,22 @@ async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
         .wait_for_text("[data-testid=study-title]", WAIT, |t| !t.is_empty())
         .await?;
     assert_eq!(title, "Chat latency, end-to-end test");
+    // Start is above the fold, on a 360 × 740 phone too: what the run does and what it
+    // sends follow it.
+    browser
+        .wait_for_count("[data-testid=start-button]", 1, WAIT)
+        .await?;
+    let fold = driver
+        .execute(
+            "const r = document.querySelector('[data-testid=start-button]').getBoundingClientRect(); return [r.bottom, window.innerHeight];",
+            Vec::new(),
+        )
+        .await?;
+    let [bottom, screen]: [f64; 2] = serde_json::from_value(fold.json().clone())?;
+    assert!(
+        bottom <= screen && screen <= f64::from(viewport.height),
+        "Start ends {bottom} px down, the screen at {screen} px"
+    );
     // Every host the run contacts is named before the user agrees: the target, the
     // fresh connections' wildcard host name, and the collector.
     let hosts = driver
@@ -504,6 +543,29 @@ async fn operator_makes_a_link(engine: Engine) -> anyhow::Result<()> {
         .unwrap_or_default();
     assert!(link.starts_with(&server.url("/run#v1.")), "{link}");
     browser.screenshot("compose-desktop-link").await?;
+    // The QR code the page drew reads back, from the browser's own pixels, as the link.
+    // From the whole page's screenshot. Not in WebKitGTK: under Xvfb its element
+    // screenshots come out black, its window captures ignore scrolling, and a window
+    // made as tall as the page is sometimes painted black below the screen's height; there
+    // the drawn code is only checked to be there.
+    if engine == Engine::WebKit {
+        driver
+            .find(By::Css("[data-testid=link-qr] svg path"))
+            .await?;
+    } else {
+        let page = std::fs::read(browser.screenshot_path("compose-desktop-link"))?;
+        assert_eq!(read_qr(&page), link);
+    }
+    let download = driver
+        .find(By::Css("[data-testid=download-qr]"))
+        .await?
+        .attr("href")
+        .await?
+        .unwrap_or_default();
+    assert!(
+        download.starts_with("data:image/svg+xml;charset=utf-8,%3C%3Fxml"),
+        "{download:.80}"
+    );
 
     let fragment = link.split_once('#').map(|(_, f)| f).unwrap_or_default();
     let study = Study::from_fragment(fragment).expect("the page makes valid links");

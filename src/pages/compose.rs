@@ -5,6 +5,7 @@
 use firsttoken_core::Dialect;
 use firsttoken_core::Plan;
 use firsttoken_core::plan::{PhasePlan, RunTag, TargetPlan};
+use firsttoken_core::qr;
 use firsttoken_core::schema::origin_of;
 use firsttoken_core::share::{Study, study_id_from_random};
 use leptos::prelude::*;
@@ -437,6 +438,7 @@ pub fn ComposePage() -> impl IntoView {
                     <a class="button" target="_blank" rel="noopener" href=move || link.get().unwrap_or_default() data-testid="open-link">"Open"</a>
                 </div>
                 <p class="status">{move || format!("{} characters. The study travels in the part after #, which browsers never send to a server.", link.with(|l| l.as_ref().map_or(0, String::len)))}</p>
+                {move || link.get().map(|l| view! { <LinkQrCode link=l /> })}
                 <Show when=move || results.with(Option::is_some)>
                     <p class="status" data-testid="link-results">
                         "Runs from this link will appear on "
@@ -453,6 +455,39 @@ pub fn ComposePage() -> impl IntoView {
         </Show>
     }
 }
+
+/// The link as a QR code, for beta users who will open it on a phone, with a button that
+/// saves it as an SVG file; where the link is too long for one, the reason instead.
+#[component]
+fn LinkQrCode(link: String) -> impl IntoView {
+    match qr::link_qr(&link, QR_PX) {
+        Ok(code) => {
+            let file = format!(
+                "data:image/svg+xml;charset=utf-8,{}",
+                String::from(js_sys::encode_uri_component(&code.svg))
+            );
+            view! {
+                <div class="qr">
+                    <div class="qr-code" role="img" aria-label="The link as a QR code" data-testid="link-qr" inner_html=code.inline_svg().to_owned()></div>
+                    <div class="qr-side">
+                        <p class="status">{format!(
+                            "Point a phone's camera at it to open the link. Version {} ({} × {} modules), error correction {}.",
+                            code.version, code.modules, code.modules, code.level
+                        )}</p>
+                        <a class="button" href=file download="firsttoken-link-qr.svg" data-testid="download-qr">"Download QR"</a>
+                    </div>
+                </div>
+            }
+            .into_any()
+        }
+        Err(why) => view! { <p class="status" data-testid="qr-absent">{why}</p> }.into_any(),
+    }
+}
+
+/// The QR code's smallest side in pixels: the renderer gives each module a whole number
+/// of pixels, so a quick-protocol link (about 113 modules with the quiet zone) is drawn
+/// 3 pixels a module, 339 pixels a side; a phone's page narrows it to fit.
+const QR_PX: u32 = 240;
 
 /// One line of the fresh-URL check's answer.
 #[derive(Debug, Clone)]

@@ -316,36 +316,6 @@ fn StudyView(study: Study) -> impl IntoView {
                 {format!("{total} requests, {duration}.")}
             </p>
             <Show when=idle>
-                <div class="landing-details">
-                    <div>
-                        <h3>"What it does"</h3>
-                        <ul>{phases.clone()}</ul>
-                        {(!others.is_empty()).then(|| view! {
-                            <p class="status">{format!("Compared with: {}.", targets.iter().skip(1).map(|(l, o)| format!("{l} ({o})")).collect::<Vec<_>>().join(", "))}</p>
-                        })}
-                        <p class="status" data-testid="hosts">
-                            {format!("This browser sends requests to {hosts}, and nowhere else")}
-                            {format!(" (the results go to {} only if you agree below).", collector_host.get_value())}
-                        </p>
-                        <p class="status">"You can cancel at any time; what finished is kept."</p>
-                    </div>
-                    <div>
-                        <h3>"What is sent, if you agree"</h3>
-                        <ul>
-                            <li>"the times each request took, its status, and how it ended"</li>
-                            <li>"the target's address (its origin, not the full address)"</li>
-                            <li>"the network you pick below, and what your browser says of it (type, round trip, speed)"</li>
-                            <li>"your browser's name and major version, your operating system, phone or not"</li>
-                            <li>"how precise your browser's clock was, and which of the features this page reads it lacks"</li>
-                        </ul>
-                        <h3>"What is never sent"</h3>
-                        <ul>
-                            <li>"your IP address (the collector keeps none, not even in its logs)"</li>
-                            <li>"your full browser identification string, or any cookie"</li>
-                            <li>"API keys, or the text of the questions and answers"</li>
-                        </ul>
-                    </div>
-                </div>
                 {(!secrets.is_empty()).then(|| view! {
                     <p class="notice" data-testid="token-notice" role="note">
                         {format!(
@@ -368,10 +338,40 @@ fn StudyView(study: Study) -> impl IntoView {
                     </fieldset>
                     <label class="check consent">
                         <input type="checkbox" data-testid="consent" bind:checked=consent />
-                        {format!("Send the results to {} when the run finishes", collector_host.get_value())}
+                        {format!("Send the results to {} when the run finishes (what is and is not sent: below)", collector_host.get_value())}
                     </label>
                     <button type="submit" class="primary big" data-testid="start-button">"Start"</button>
                 </form>
+                <div class="landing-details">
+                    <div>
+                        <h3>"What it does"</h3>
+                        <ul>{phases.clone()}</ul>
+                        {(!others.is_empty()).then(|| view! {
+                            <p class="status">{format!("Compared with: {}.", targets.iter().skip(1).map(|(l, o)| format!("{l} ({o})")).collect::<Vec<_>>().join(", "))}</p>
+                        })}
+                        <p class="status" data-testid="hosts">
+                            {format!("This browser sends requests to {hosts}, and nowhere else")}
+                            {format!(" (the results go to {} only if you agree above).", collector_host.get_value())}
+                        </p>
+                        <p class="status">"You can cancel at any time; what finished is kept."</p>
+                    </div>
+                    <div>
+                        <h3>"What is sent, if you agree"</h3>
+                        <ul>
+                            <li>"the times each request took, its status, and how it ended"</li>
+                            <li>"the target's address (its origin, not the full address)"</li>
+                            <li>"the network you pick above, and what your browser says of it (type, round trip, speed)"</li>
+                            <li>"your browser's name and major version, your operating system, phone or not"</li>
+                            <li>"how precise your browser's clock was, and which of the features this page reads it lacks"</li>
+                        </ul>
+                        <h3>"What is never sent"</h3>
+                        <ul>
+                            <li>"your IP address (the collector keeps none, not even in its logs)"</li>
+                            <li>"your full browser identification string, or any cookie"</li>
+                            <li>"API keys, or the text of the questions and answers"</li>
+                        </ul>
+                    </div>
+                </div>
             </Show>
         </section>
 
