@@ -159,7 +159,7 @@ pub fn ResultsPage() -> impl IntoView {
     let target_version = RwSignal::new(String::new());
     let from = RwSignal::new(String::new());
     let to = RwSignal::new(String::new());
-    let include_demo = RwSignal::new(in_address("include_demo").as_deref() == Some("true"));
+    let include_demo = RwSignal::new(crate::session::query_has("include_demo=true"));
     let min_samples = RwSignal::new("30".to_owned());
     let answer = RwSignal::new(Answer::Waiting);
 
