@@ -55,6 +55,7 @@ fn spec(url: String) -> RequestSpec {
         timeout_ms: 10_000,
         stall_ms: None,
         send_cookies: false,
+        keep_body: false,
     }
 }
 
@@ -516,6 +517,101 @@ async fn every_phase_of_a_plan_runs_and_labels_its_samples() {
 
     // The record of this run is valid.
     record(&plan, samples, &finished);
+}
+
+/// A page hidden during a cold request's idle wait, and shown again before the request
+/// is sent, marks that cold sample hidden (a browser may have slowed the wait's timers or
+/// closed idle sockets); a later cold wait with the page in view does not.
+#[wasm_bindgen_test]
+async fn a_page_hidden_during_the_cold_wait_marks_the_cold_sample() {
+    let mut plan = Plan::steady(target("app", demo("first_token_ms=5&itl_ms=1&tokens=2")), 1);
+    plan.phases = vec![
+        PhasePlan::Warmup { requests: 1 },
+        PhasePlan::Cold {
+            idle_ms: vec![600, 600],
+        },
+    ];
+    plan.validate().expect("a valid plan");
+    let controls = Controls::default();
+    let visibility = controls.visibility.clone();
+    let mut waits = 0;
+    let scope = Scope::current();
+    let samples = run_plan(&scope, &plan, TAG, &controls, |m| {
+        if let FromEngine::Progress(p) = m
+            && p.idle_ms.is_some()
+        {
+            waits += 1;
+            if waits == 1 {
+                // Hidden from 150 to 300 ms into the first wait only.
+                let (scope, visibility) = (Scope::current(), visibility.clone());
+                wasm_bindgen_futures::spawn_local(async move {
+                    scope.sleep(150).await;
+                    visibility.set(true, scope.performance().now());
+                    scope.sleep(150).await;
+                    visibility.set(false, scope.performance().now());
+                });
+            }
+        }
+    })
+    .await;
+    assert_eq!(waits, 2);
+    let hidden: Vec<(Phase, bool)> = samples.iter().map(|s| (s.phase, s.hidden)).collect();
+    assert_eq!(
+        hidden,
+        [
+            (Phase::Warmup, false),
+            (Phase::Cold, true),
+            (Phase::Cold, false)
+        ],
+        "only the first cold wait saw the page hidden"
+    );
+    for cold in samples.iter().filter(|s| s.phase == Phase::Cold) {
+        let spent = cold.idle_spent_ms.expect("measured");
+        assert!((600.0..1_500.0).contains(&spent), "idle {spent} ms");
+    }
+}
+
+/// Values no record may hold (a Unix timestamp and a negative duration in the timing
+/// object, 40 more entries than fit, a `Server-Timing` duration over a day, a token count
+/// of 10^11) are dropped where they enter and counted; the measurement and the record
+/// survive.
+#[wasm_bindgen_test]
+async fn odd_values_from_a_target_are_dropped_and_counted_and_the_run_stays_valid() {
+    let plan = Plan::steady(
+        target(
+            "odd",
+            demo("odd_values=true&first_token_ms=20&itl_ms=2&tokens=4"),
+        ),
+        2,
+    );
+    let (samples, finished) = run(&plan).await;
+    assert_eq!(samples.len(), 2);
+    for s in &samples {
+        assert!(s.error.is_none(), "{s:?}");
+        assert!(s.ttft_ms.is_some_and(|t| t >= 20.0), "{s:?}");
+        let timings = s.stream_timings.as_ref().expect("the timing object");
+        assert!(timings.len() <= 32, "{} entries kept", timings.len());
+        assert!(
+            !timings.contains_key("generated_at_ms") && !timings.contains_key("clock_skew_ms"),
+            "{timings:?}"
+        );
+        assert!(
+            !s.server_timing.is_empty() && s.server_timing.iter().all(|e| e.name != "cache"),
+            "{:?}",
+            s.server_timing
+        );
+        let usage = s.usage.as_ref().expect("usage");
+        assert_eq!(
+            usage.output_tokens, None,
+            "10^11 tokens is no answer's count"
+        );
+        // At least the timestamp, the negative duration, the entries past 32, the
+        // day-long Server-Timing entry and the token count: five.
+        const AT_LEAST: u32 = 5;
+        assert!(s.dropped >= AT_LEAST, "dropped {}", s.dropped);
+    }
+    let run = record(&plan, samples, &finished);
+    assert!(run.samples.iter().all(|s| s.dropped > 0));
 }
 
 /// The record of a run made on this page, and its report.

@@ -4,17 +4,20 @@
 //! recorder ([`stream`]), the benchmark plan ([`plan`]), statistics ([`stats`]), the
 //! coarse client description ([`client`]), the connection log that tells new connections
 //! from reused ones ([`connections`]), the versioned result record ([`schema`]), share
-//! links ([`share`]) and their QR codes ([`qr`]).
+//! links ([`share`]), their QR codes ([`qr`]), the target check before a link goes out
+//! ([`check`]) and provider presets ([`presets`]).
 //!
 //! No I/O and no clock: callers pass bytes and `performance.now()` readings in. The same
 //! code runs in the browser (wasm32) and in the collector, so they cannot disagree.
 
+pub mod check;
 pub mod client;
 pub mod connections;
 pub mod dialect;
 pub mod export;
 pub mod outcome;
 pub mod plan;
+pub mod presets;
 pub mod qr;
 pub mod report;
 pub mod schema;

@@ -21,6 +21,7 @@ use tokio::task::JoinHandle;
 
 #[cfg(feature = "browser")]
 pub mod browser;
+pub mod endpoint;
 #[cfg(feature = "browser")]
 pub mod tls;
 

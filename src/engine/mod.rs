@@ -19,5 +19,5 @@ pub use protocol::{Finished, FromEngine, Progress, ToEngine};
 pub use request::{
     Ended, Measured, Prepared, RequestSpec, RunContext, measure, measure_alone, prepare, send,
 };
-pub use runner::{Controls, fresh_base, run_plan};
+pub use runner::{Controls, first_request, fresh_base, run_plan};
 pub use scope::Scope;

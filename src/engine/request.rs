@@ -48,6 +48,9 @@ pub struct RequestSpec {
     ///
     /// [`TargetPlan::send_cookies`]: firsttoken_core::plan::TargetPlan::send_cookies
     pub send_cookies: bool,
+    /// Keep the start of the body ([`Measured::body_start`]): the target check reads it to
+    /// tell which stream format a body is in when it is not the one chosen.
+    pub keep_body: bool,
 }
 
 /// A finished request.
@@ -71,7 +74,15 @@ pub struct Measured {
     pub completed: bool,
     /// A `429`'s `Retry-After`, in milliseconds from when it arrived.
     pub retry_after_ms: Option<f64>,
+    /// The response's `Content-Type`, when a response arrived.
+    pub content_type: Option<String>,
+    /// The first [`KEPT_BODY_BYTES`] of an event stream's body, when the request asked
+    /// ([`RequestSpec::keep_body`]); empty otherwise.
+    pub body_start: Vec<u8>,
 }
+
+/// How much of a body [`RequestSpec::keep_body`] keeps.
+pub const KEPT_BODY_BYTES: usize = 64 * 1024;
 
 /// What a request shares with the rest of its run.
 #[derive(Debug, Clone, Default)]
@@ -212,6 +223,8 @@ struct StampedBody {
     /// The body is not an event stream where one was expected: it is counted (first
     /// byte, length) and dropped, never parsed.
     not_a_stream: bool,
+    /// The start of the body, when the request keeps it.
+    kept: Option<Vec<u8>>,
 }
 
 impl StampedBody {
@@ -221,6 +234,10 @@ impl StampedBody {
             return;
         }
         let bytes = chunk.to_vec();
+        if let Some(kept) = &mut self.kept {
+            let room = KEPT_BODY_BYTES.saturating_sub(kept.len());
+            kept.extend_from_slice(&bytes[..room.min(bytes.len())]);
+        }
         self.unparsed_bytes += bytes.len();
         self.unparsed.push((t, bytes));
         if self.unparsed_bytes > MAX_UNPARSED_BYTES {
@@ -255,8 +272,9 @@ pub struct Ended {
 
 impl Ended {
     /// Parses the body and makes the sample.
-    pub fn finish(self) -> Measured {
+    pub fn finish(mut self) -> Measured {
         let mut measured = self.measured;
+        measured.body_start = self.body.kept.take().unwrap_or_default();
         measured.sample = outcome::sample(
             self.at,
             self.head.as_ref(),
@@ -391,6 +409,7 @@ pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext
             unparsed: Vec::new(),
             unparsed_bytes: 0,
             not_a_stream: false,
+            kept: spec.keep_body.then(Vec::new),
         },
         measured: Measured {
             sample: Sample::default(),
@@ -401,6 +420,8 @@ pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext
             t0: 0.0,
             completed: false,
             retry_after_ms: None,
+            content_type: None,
+            body_start: Vec::new(),
         },
         _in_flight: in_flight,
         _timer: timer,
@@ -467,6 +488,7 @@ impl Prepared {
         };
         self.body.not_a_stream =
             at.phase.streams() && !outcome::is_event_stream(&head.content_type);
+        self.measured.content_type = Some(head.content_type.clone());
         self.measured.demo = header(DEMO_HEADER).is_some();
         self.measured.client_port = header(CLIENT_PORT_HEADER).and_then(|p| p.trim().parse().ok());
         if head.status == 429 {

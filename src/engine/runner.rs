@@ -152,6 +152,23 @@ pub fn fresh_base(tag: &str) -> u64 {
 
 /// The headers a request of `phase` carries. A probe is a plain GET with none: any header
 /// would add a CORS preflight, a second round trip, to the round trip it measures.
+/// The request a steady phase would send first to target `t` of `plan`: its first
+/// scenario's body and its headers, with the run tag where the plan puts one.
+pub fn first_request(plan: &Plan, t: usize, tag: &str) -> Option<RequestSpec> {
+    let target = plan.targets.get(t)?;
+    Some(RequestSpec {
+        url: target.url.clone(),
+        body: bodies(plan, tag)[t].first().cloned(),
+        headers: headers(plan, tag)[t].clone(),
+        dialect: target.dialect.clone(),
+        timings_pointer: target.timings_pointer.clone(),
+        timeout_ms: plan.timeout_ms,
+        stall_ms: plan.stall_timeout_ms,
+        send_cookies: target.send_cookies,
+        keep_body: false,
+    })
+}
+
 fn request_headers(phase: Phase, headers: &[(String, String)]) -> Vec<(String, String)> {
     if phase == Phase::Probe {
         Vec::new()
@@ -251,6 +268,7 @@ impl Runner<'_> {
             timeout_ms: self.plan.timeout_ms,
             stall_ms: self.plan.stall_timeout_ms,
             send_cookies: target.send_cookies,
+            keep_body: false,
         }
     }
 

@@ -10,9 +10,15 @@ use firsttoken_core::schema::origin_of;
 use firsttoken_core::share::{Study, study_id_from_random};
 use leptos::prelude::*;
 
+use std::collections::BTreeMap;
+
+use firsttoken_core::check::{self, Line, Verdict};
+use firsttoken_core::presets::{KeyHeader, PRESETS, Preset};
+
 use crate::browser;
 use crate::collector;
 use crate::engine::Scope;
+use crate::target_check;
 
 /// An OpenAI-style streaming request, asking for usage so tokens are counted by the
 /// server rather than guessed from chunks.
@@ -74,8 +80,16 @@ struct Form {
     body: String,
     protocol: Protocol,
     requests: String,
+    /// Extra request headers, one `Name: value` a line.
+    headers: String,
+    /// Where the token goes (the chosen preset's API wants it there).
+    key_header: KeyHeader,
     compare_url: String,
     compare_label: String,
+    /// The preset the compared endpoint speaks; `None`: the target's format, body and
+    /// headers.
+    compare_preset: Option<&'static Preset>,
+    compare_key: String,
     token: String,
     token_is_for_benchmark: bool,
     collector: String,
@@ -124,22 +138,33 @@ fn build(form: &Form, study_id: String) -> Result<Study, String> {
         &form.fresh_url,
     )
     .map_err(|e| format!("Target URL: {e}"))?;
+    main.headers
+        .extend(parse_headers(&form.headers).map_err(|e| format!("Request headers: {e}"))?);
     if !form.token.trim().is_empty() {
-        main.headers.insert(
-            "Authorization".into(),
-            format!("Bearer {}", form.token.trim()),
-        );
+        let (name, value) = form.key_header.header(form.token.trim());
+        main.headers.insert(name, value);
     }
     let compare = (!form.compare_url.trim().is_empty())
-        .then(|| {
-            target(
+        .then(|| match form.compare_preset {
+            Some(preset) => {
+                let label = if form.compare_label.trim().is_empty() {
+                    preset.key
+                } else {
+                    &form.compare_label
+                };
+                let dialect = preset.dialect.dialect();
+                let mut t = target(label, &form.compare_url, &dialect, preset.body, "", "")?;
+                t.headers = preset.headers(&form.compare_key);
+                Ok(t)
+            }
+            None => target(
                 &form.compare_label,
                 &form.compare_url,
                 &form.dialect,
                 &form.body,
                 "",
                 "",
-            )
+            ),
         })
         .transpose()
         .map_err(|e| format!("Compare with: {e}"))?;
@@ -185,6 +210,33 @@ fn build(form: &Form, study_id: String) -> Result<Study, String> {
     Ok(study)
 }
 
+/// Request headers written one `Name: value` a line (blank lines skipped), or which line
+/// is not one.
+fn parse_headers(text: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut headers = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match line.split_once(':') {
+            Some((name, value)) if !name.trim().is_empty() && !name.trim().contains(' ') => {
+                headers.insert(name.trim().to_owned(), value.trim().to_owned());
+            }
+            _ => return Err(format!("line {} is not Name: value", i + 1)),
+        }
+    }
+    Ok(headers)
+}
+
+/// A preset's headers other than the key, as the headers field shows them.
+fn headers_text(preset: &Preset) -> String {
+    preset
+        .headers("")
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\n"))
+        .collect()
+}
+
 /// What a preset leaves out for want of a URL, in a sentence; `None` when nothing is.
 fn left_out(protocol: Protocol, fresh_url: &str) -> Option<&'static str> {
     (matches!(protocol, Protocol::Quick | Protocol::Session) && fresh_url.trim().is_empty()).then_some(
@@ -224,15 +276,25 @@ pub fn ComposePage() -> impl IntoView {
     let fresh_url = RwSignal::new(loopback_fresh_url(&url.get_untracked()).unwrap_or_default());
     // Follows the target URL (this server's `{n}.localhost` names) until edited by hand.
     let fresh_edited = RwSignal::new(false);
-    let fresh_check = RwSignal::new(None::<Vec<CheckLine>>);
+    let checked = RwSignal::new(None::<Checked>);
     let label = RwSignal::new("demo".to_owned());
     let version = RwSignal::new(String::new());
     let dialect = RwSignal::new(Dialect::OpenaiChat);
     let body = RwSignal::new(DEFAULT_BODY.to_owned());
     let protocol = RwSignal::new(Protocol::Quick);
     let requests = RwSignal::new("20".to_owned());
+    let preset = RwSignal::new(None::<&'static Preset>);
+    // What the Endpoint menu shows: "demo", a preset's key, or "custom" once the target
+    // URL is edited by hand.
+    let endpoint_kind = RwSignal::new("demo".to_owned());
+    let base_url = RwSignal::new(String::new());
+    let headers = RwSignal::new(String::new());
+    let key_header = RwSignal::new(KeyHeader::Bearer);
     let compare_url = RwSignal::new(String::new());
     let compare_label = RwSignal::new(String::new());
+    let compare_preset = RwSignal::new(None::<&'static Preset>);
+    let compare_base = RwSignal::new(String::new());
+    let compare_key = RwSignal::new(String::new());
     let token = RwSignal::new(String::new());
     let token_is_for_benchmark = RwSignal::new(false);
     let collector_url = RwSignal::new(format!("{origin}{}", collector::RUNS_PATH));
@@ -248,26 +310,30 @@ pub fn ComposePage() -> impl IntoView {
         results.set(results_of(&study));
         error.set(None);
     };
+    let form = move || Form {
+        title: title.get_untracked(),
+        url: url.get_untracked(),
+        fresh_url: fresh_url.get_untracked(),
+        label: label.get_untracked(),
+        version: version.get_untracked(),
+        dialect: dialect.get_untracked(),
+        body: body.get_untracked(),
+        protocol: protocol.get_untracked(),
+        requests: requests.get_untracked(),
+        headers: headers.get_untracked(),
+        key_header: key_header.get_untracked(),
+        compare_url: compare_url.get_untracked(),
+        compare_label: compare_label.get_untracked(),
+        compare_preset: compare_preset.get_untracked(),
+        compare_key: compare_key.get_untracked(),
+        token: token.get_untracked(),
+        token_is_for_benchmark: token_is_for_benchmark.get_untracked(),
+        collector: collector_url.get_untracked(),
+        run_tag_header: run_tag_header.get_untracked(),
+    };
     let make = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let form = Form {
-            title: title.get_untracked(),
-            url: url.get_untracked(),
-            fresh_url: fresh_url.get_untracked(),
-            label: label.get_untracked(),
-            version: version.get_untracked(),
-            dialect: dialect.get_untracked(),
-            body: body.get_untracked(),
-            protocol: protocol.get_untracked(),
-            requests: requests.get_untracked(),
-            compare_url: compare_url.get_untracked(),
-            compare_label: compare_label.get_untracked(),
-            token: token.get_untracked(),
-            token_is_for_benchmark: token_is_for_benchmark.get_untracked(),
-            collector: collector_url.get_untracked(),
-            run_tag_header: run_tag_header.get_untracked(),
-        };
-        match build(&form, new_study_id()) {
+        match build(&form(), new_study_id()) {
             Ok(study) => show(study),
             Err(message) => {
                 link.set(None);
@@ -287,17 +353,81 @@ pub fn ComposePage() -> impl IntoView {
         }
         Err(e) => error.set(Some(format!("The JSON is not a study: {e}"))),
     };
+    // The check sends the study the form describes now, as the runs will.
     let check = move |_| {
-        fresh_check.set(Some(vec![CheckLine::pending("Checking…")]));
-        let (target, fresh, body) = (
-            url.get_untracked(),
-            fresh_url.get_untracked(),
-            body.get_untracked(),
-        );
-        let dialect = dialect.get_untracked();
+        let study = match build(&form(), new_study_id()) {
+            Ok(study) => study,
+            Err(message) => {
+                error.set(Some(message));
+                return;
+            }
+        };
+        error.set(None);
+        checked.set(Some(Checked::Running {
+            url: study.plan.main_target().url.clone(),
+        }));
         leptos::task::spawn_local(async move {
-            fresh_check.set(Some(check_fresh_url(&target, &fresh, &body, dialect).await));
+            let observed = target_check::run(&study.plan).await;
+            let lines = check::checklist(&observed);
+            checked.set(Some(Checked::Done {
+                url: study.plan.main_target().url.clone(),
+                examples: check::examples(&observed.page_origin, &lines),
+                lines,
+            }));
         });
+    };
+    // A preset fills in what its API needs; "demo" puts this server's demo back.
+    let demo_url = format!("{origin}/v1/chat/completions");
+    let follow_fresh = move |target: &str| {
+        if !fresh_edited.get_untracked() {
+            fresh_url.set(loopback_fresh_url(target).unwrap_or_default());
+        }
+    };
+    let pick = move |name: String| {
+        endpoint_kind.set(name.clone());
+        let chosen = Preset::find(&name);
+        preset.set(chosen);
+        let filled = match chosen {
+            Some(p) => {
+                let base = p.base_url.unwrap_or_default();
+                base_url.set(base.to_owned());
+                (
+                    p.url(base),
+                    p.dialect.dialect(),
+                    p.body.to_owned(),
+                    headers_text(p),
+                    p.key_header,
+                    p.key,
+                )
+            }
+            None if name == "demo" => (
+                demo_url.clone(),
+                Dialect::OpenaiChat,
+                DEFAULT_BODY.to_owned(),
+                String::new(),
+                KeyHeader::Bearer,
+                "demo",
+            ),
+            // Another endpoint: the form stays as it is, to be edited.
+            None => return,
+        };
+        let (new_url, new_dialect, new_body, new_headers, new_key_header, new_label) = filled;
+        follow_fresh(&new_url);
+        url.set(new_url);
+        dialect.set(new_dialect);
+        body.set(new_body);
+        headers.set(new_headers);
+        key_header.set(new_key_header);
+        label.set(new_label.to_owned());
+    };
+    let pick_compare = move |name: String| {
+        let chosen = Preset::find(&name);
+        compare_preset.set(chosen);
+        if let Some(p) = chosen {
+            let base = p.base_url.unwrap_or_default();
+            compare_base.set(base.to_owned());
+            compare_url.set(p.url(base));
+        }
     };
     let copy = move |_| {
         if let (Some(link), Some(window)) = (link.get_untracked(), web_sys::window()) {
@@ -316,32 +446,42 @@ pub fn ComposePage() -> impl IntoView {
                     <small>"What beta users read at the top of the page."</small>
                 </label>
                 <label class="wide">
+                    <span>"Endpoint"</span>
+                    <select data-testid="preset" on:change=move |ev| pick(event_target_value(&ev))>
+                        <option value="demo" prop:selected=move || endpoint_kind.get() == "demo">"This server's demo target"</option>
+                        {PRESETS.iter().map(|p| view! { <option value=p.key prop:selected=move || endpoint_kind.get() == p.key>{p.title}</option> }).collect::<Vec<_>>()}
+                        <option value="custom" prop:selected=move || endpoint_kind.get() == "custom">"Your own endpoint (fill in below)"</option>
+                    </select>
+                    <small>"A provider fills in its URL, stream format, headers and a minimal streaming request; edit any of them after (the model, surely)."</small>
+                </label>
+                <Show when=move || preset.with(|p| p.is_some_and(|p| p.base_url.is_some()))>
+                    <label class="wide">
+                        <span>"Base URL"</span>
+                        <input type="url" spellcheck="false" data-testid="base-url" bind:value=base_url on:input=move |ev| {
+                            if let Some(p) = preset.get_untracked() {
+                                let target = p.url(&event_target_value(&ev));
+                                follow_fresh(&target);
+                                url.set(target);
+                            }
+                        } />
+                        <small>"The server's OpenAI-compatible base URL, as its clients are given: vLLM http://host:8000/v1, Ollama http://host:11434/v1, llama.cpp http://host:8080/v1, TGI http://host:8080/v1."</small>
+                    </label>
+                </Show>
+                <label class="wide">
                     <span>"Target URL"</span>
                     <input type="url" data-testid="target-url" bind:value=url on:input=move |ev| {
-                        if !fresh_edited.get_untracked() {
-                            fresh_url.set(loopback_fresh_url(&event_target_value(&ev)).unwrap_or_default());
-                        }
+                        follow_fresh(&event_target_value(&ev));
+                        endpoint_kind.set("custom".to_owned());
                     } />
-                    <small>"Your streaming chat endpoint. The default is this server's built-in demo, which answers after 300 ms."</small>
+                    <small>"Your streaming chat endpoint: the one your app's page calls. The default is this server's built-in demo, which answers after 300 ms."</small>
                 </label>
                 <div class="wide fresh">
                     <label>
                         <span>"Fresh-connection URL (optional)"</span>
                         <input type="text" spellcheck="false" placeholder="https://{n}.fresh.chat.example.com/v1/chat" data-testid="fresh-url"
-                            bind:value=fresh_url on:input=move |_| { fresh_edited.set(true); fresh_check.set(None); } />
-                        <small>"The target's URL on a wildcard host name that reaches the same server, with {n} where a number goes: each request gets a host name never used before, the only way to force a new connection. Empty: new connections are not measured."</small>
+                            bind:value=fresh_url on:input=move |_| fresh_edited.set(true) />
+                        <small>"The target's URL on a wildcard host name that reaches the same server, with {n} where a number goes: each request gets a host name never used before, the only way to force a new connection. Empty: new connections are not measured. Check the target (below) to see that it reaches the same server on a new connection."</small>
                     </label>
-                    <div class="actions">
-                        <button type="button" data-testid="check-fresh" on:click=check disabled=move || fresh_url.with(|f| f.trim().is_empty())>"Check it reaches the same server"</button>
-                    </div>
-                    {move || fresh_check.get().map(|lines| view! {
-                        <ul class="check-result" data-testid="fresh-check" aria-live="polite">
-                            {lines.into_iter().map(|l| {
-                                let class = l.class();
-                                view! { <li class=class>{l.text}</li> }
-                            }).collect::<Vec<_>>()}
-                        </ul>
-                    })}
                 </div>
                 <label>
                     <span>"Target name"</span>
@@ -387,11 +527,38 @@ pub fn ComposePage() -> impl IntoView {
                     <summary>"Request body"</summary>
                     <textarea rows="7" spellcheck="false" data-testid="request-body" bind:value=body></textarea>
                 </details>
+                <details class="wide">
+                    <summary>"Request headers"</summary>
+                    <textarea rows="3" spellcheck="false" placeholder="anthropic-version: 2023-06-01" data-testid="request-headers" bind:value=headers></textarea>
+                    <small>"One Name: value a line, sent with each request (not with probes). On another origin each one must be allowed by the target's CORS preflight."</small>
+                </details>
                 <label class="wide">
                     <span>"Compare with (optional)"</span>
-                    <input type="url" placeholder="https://api.provider.example/v1/chat/completions" data-testid="compare-url" bind:value=compare_url />
-                    <small>"The same requests to another endpoint, interleaved: the model provider directly, say. The difference is your app's own time."</small>
+                    <select data-testid="compare-preset" on:change=move |ev| pick_compare(event_target_value(&ev))>
+                        <option value="" selected>"An endpoint that takes the target's request"</option>
+                        {PRESETS.iter().map(|p| view! { <option value=p.key>{p.title}</option> }).collect::<Vec<_>>()}
+                    </select>
+                    <small>"The same question to another endpoint, interleaved with the target's: the model provider directly, say. The difference is your app's own time."</small>
                 </label>
+                <Show when=move || compare_preset.with(|p| p.is_some_and(|p| p.base_url.is_some()))>
+                    <label class="wide">
+                        <span>"Its base URL"</span>
+                        <input type="url" spellcheck="false" data-testid="compare-base-url" bind:value=compare_base on:input=move |ev| {
+                            if let Some(p) = compare_preset.get_untracked() { compare_url.set(p.url(&event_target_value(&ev))) }
+                        } />
+                    </label>
+                </Show>
+                <label class="wide">
+                    <span>"Its URL"</span>
+                    <input type="url" placeholder="https://api.provider.example/v1/chat/completions" data-testid="compare-url" bind:value=compare_url />
+                </label>
+                <Show when=move || compare_preset.with(Option::is_some)>
+                    <label class="wide">
+                        <span>"Its API key"</span>
+                        <input type="text" autocomplete="off" spellcheck="false" data-testid="compare-key" bind:value=compare_key />
+                        <small>{move || format!("Sent as {} to it. It travels in the link: use a key made for this benchmark, with a spending limit.", compare_preset.get().map_or_else(String::new, |p| p.key_header.describe()))}</small>
+                    </label>
+                </Show>
                 <Show when=move || !compare_url.with(String::is_empty)>
                     <label>
                         <span>"Its name"</span>
@@ -399,11 +566,11 @@ pub fn ComposePage() -> impl IntoView {
                     </label>
                 </Show>
                 <label class="wide">
-                    <span>"Benchmark token (optional)"</span>
+                    <span>"Benchmark token or API key (optional)"</span>
                     <input type="text" autocomplete="off" spellcheck="false" data-testid="token" bind:value=token />
-                    <small>"Sent as Authorization: Bearer … with each request. It travels in the link, so anyone with the link can use it: make one for this benchmark only."</small>
+                    <small>{move || format!("Sent as {} with each request. It travels in the link, so anyone with the link can use it: make one for this benchmark only.", key_header.get().describe())}</small>
                 </label>
-                <Show when=move || !token.with(String::is_empty)>
+                <Show when=move || !token.with(String::is_empty) || !compare_key.with(String::is_empty)>
                     <label class="check wide">
                         <input type="checkbox" data-testid="token-confirmed" bind:checked=token_is_for_benchmark />
                         "This token is for this benchmark only, and I accept that it travels in the link"
@@ -422,8 +589,11 @@ pub fn ComposePage() -> impl IntoView {
                     </label>
                 </details>
                 <div class="actions wide">
+                    <button type="button" data-testid="check-target" on:click=check
+                        disabled=move || checked.with(|c| matches!(c, Some(Checked::Running { .. })))>"Check the target"</button>
                     <button type="submit" class="primary" data-testid="make-link">"Make the link"</button>
                 </div>
+                {move || checked.get().map(|c| view! { <Checklist checked=c /> })}
                 <Show when=move || error.with(Option::is_some)>
                     <p class="error wide" role="alert" data-testid="compose-error">{move || error.get()}</p>
                 </Show>
@@ -439,6 +609,7 @@ pub fn ComposePage() -> impl IntoView {
                 </div>
                 <p class="status">{move || format!("{} characters. The study travels in the part after #, which browsers never send to a server.", link.with(|l| l.as_ref().map_or(0, String::len)))}</p>
                 {move || link.get().map(|l| view! { <LinkQrCode link=l /> })}
+                <p class="notice" role="note" data-testid="link-check">{move || link_check_note(checked.get().as_ref())}</p>
                 <Show when=move || results.with(Option::is_some)>
                     <p class="status" data-testid="link-results">
                         "Runs from this link will appear on "
@@ -489,141 +660,119 @@ fn LinkQrCode(link: String) -> impl IntoView {
 /// 3 pixels a module, 339 pixels a side; a phone's page narrows it to fit.
 const QR_PX: u32 = 240;
 
-/// One line of the fresh-URL check's answer.
+/// The target check's state on the page.
 #[derive(Debug, Clone)]
-struct CheckLine {
-    /// `None` while the check runs.
-    ok: Option<bool>,
-    text: String,
+enum Checked {
+    Running {
+        url: String,
+    },
+    Done {
+        url: String,
+        lines: Vec<Line>,
+        /// What to change, per stack; empty when nothing needs changing.
+        examples: Vec<(&'static str, String)>,
+    },
 }
 
-impl CheckLine {
-    fn pending(text: &str) -> Self {
-        Self {
-            ok: None,
-            text: text.to_owned(),
+/// The check's checklist: a line per thing a run needs, with its verdict, what was seen,
+/// and the headers that fix it; then examples for common stacks.
+#[component]
+fn Checklist(checked: Checked) -> impl IntoView {
+    let (url, lines, examples) = match checked {
+        Checked::Running { url } => {
+            return view! {
+                <section class="checklist wide" data-testid="target-check" data-state="running" aria-live="polite">
+                    <h3>"Checking the target"</h3>
+                    <p class="status">{format!("Sending one request of the study to {url} from this browser…")}</p>
+                </section>
+            }
+            .into_any();
         }
-    }
-
-    fn class(&self) -> &'static str {
-        match self.ok {
-            None => "pending",
-            Some(true) => "ok",
-            Some(false) => "bad",
-        }
-    }
-}
-
-/// Sends the study's request to the target and to the fresh URL (under a host name picked
-/// at random) with the engine's own code, and says whether the fresh one reached a server
-/// that answers the same way on a connection of its own.
-async fn check_fresh_url(
-    target: &str,
-    fresh: &str,
-    body: &str,
-    dialect: Dialect,
-) -> Vec<CheckLine> {
-    use crate::engine::{RequestSpec, RunContext, Scope, measure_alone};
-
-    let fail = |text: String| {
-        vec![CheckLine {
-            ok: Some(false),
-            text,
-        }]
+        Checked::Done {
+            url,
+            lines,
+            examples,
+        } => (url, lines, examples),
     };
-    let mut probe_target = TargetPlan::new("check", target.trim(), dialect.clone(), body);
-    probe_target.fresh_url = Some(fresh.trim().to_owned());
-    let mut plan = Plan::steady(probe_target, 1);
-    plan.phases.push(PhasePlan::Fresh { requests: 1 });
-    if let Err(e) = plan.validate() {
-        return fail(firsttoken_core::schema::clean_text(&e.to_string(), 300));
-    }
-    let scope = Scope::current();
-    let number = u64::from(scope.random_bytes()[0]) * 1000 + u64::from(scope.random_bytes()[1]);
-    let fresh_url = plan.main_target().fresh_url_for(number).unwrap_or_default();
-    let spec = |url: &str| RequestSpec {
-        url: url.to_owned(),
-        body: Some(body.to_owned()),
-        headers: Vec::new(),
-        dialect: dialect.clone(),
-        timings_pointer: None,
-        timeout_ms: 30_000,
-        stall_ms: None,
-        send_cookies: false,
-    };
-    let context = RunContext {
-        run_start: scope.performance().now(),
-        ..RunContext::default()
-    };
-    let mut measured = Vec::new();
-    for url in [target.trim(), fresh_url.as_str()] {
-        measured.push(measure_alone(&scope, &spec(url), &context).await);
-    }
-    let (main, fresh) = (&measured[0], &measured[1]);
-    let answered =
-        |m: &crate::engine::Measured| m.sample.error.is_none() && m.sample.ttft_ms.is_some();
-    let describe = |m: &crate::engine::Measured| match (&m.sample.error, m.sample.ttft_ms) {
-        (None, Some(ttft)) => format!(
-            "{} with an answer, first token after {}",
-            m.sample.status,
-            crate::format::ms(Some(ttft))
+    let count = |v: Verdict| lines.iter().filter(|l| l.verdict == v).count();
+    let summary = match (count(Verdict::Fail), count(Verdict::Warn)) {
+        (0, 0) => "Everything runs need is there.".to_owned(),
+        (0, w) => format!(
+            "Runs will work, but {w} line{} will leave numbers out.",
+            plural(w)
         ),
-        _ => m
-            .sample
-            .error_message
-            .clone()
-            .unwrap_or_else(|| format!("HTTP {} without an answer", m.sample.status)),
+        (f, _) => format!(
+            "{f} line{} will make runs fail or mismeasure: fix {} before sharing the link.",
+            plural(f),
+            if f == 1 { "it" } else { "them" }
+        ),
     };
-    let mut lines = Vec::new();
-    if !answered(main) {
-        return fail(format!(
-            "The target itself did not answer: {}.",
-            describe(main)
-        ));
+    view! {
+        <section class="checklist wide" data-testid="target-check" data-state="done" aria-live="polite">
+            <h3>"Target check"</h3>
+            <p class="status">{format!("One request of the study from this browser to {url}. ")}{summary}</p>
+            <ul>
+                {lines.into_iter().map(|l| {
+                    let verdict = l.verdict.name();
+                    let mark = match l.verdict {
+                        Verdict::Pass => "✓",
+                        Verdict::Warn => "!",
+                        Verdict::Fail => "✗",
+                        Verdict::Skip => "–",
+                    };
+                    view! {
+                        <li class=format!("check-line {verdict}") data-testid=format!("check-{}", l.key) data-verdict=verdict>
+                            <span class="mark" aria-label=verdict>{mark}</span>
+                            <div>
+                                <strong>{l.title}</strong>" "
+                                <span>{l.detail}</span>
+                                {l.fix.map(|fix| view! {
+                                    <div class="fix"><span class="status">"Add:"</span><pre data-testid="check-fix">{fix}</pre></div>
+                                })}
+                            </div>
+                        </li>
+                    }
+                }).collect::<Vec<_>>()}
+            </ul>
+            {(!examples.is_empty()).then(|| view! {
+                <details class="examples" data-testid="check-examples">
+                    <summary>"The same headers for FastAPI / Starlette, Express, nginx and Caddy"</summary>
+                    {examples.into_iter().map(|(stack, code)| view! {
+                        <h4>{stack}</h4>
+                        <pre>{code}</pre>
+                    }).collect::<Vec<_>>()}
+                </details>
+            })}
+        </section>
     }
-    lines.push(CheckLine {
-        ok: Some(answered(fresh) && fresh.sample.status == main.sample.status),
-        text: if answered(fresh) {
-            format!(
-                "{fresh_url} answers as the target does: {} (the target: {}).",
-                describe(fresh),
-                describe(main)
-            )
-        } else {
-            format!(
-                "{fresh_url} did not answer: {}. Check that the wildcard host name resolves, has a certificate, and allows CORS from this page.",
-                describe(fresh)
-            )
-        },
-    });
-    if answered(fresh) {
-        let new = match (main.client_port, fresh.client_port) {
-            (Some(a), Some(b)) => Some((
-                a != b,
-                format!("client port {b}, the target's {a}, from X-Firsttoken-Client-Port"),
-            )),
-            _ => fresh
-                .sample
-                .conn
-                .as_ref()
-                .and_then(|c| c.reused)
-                .filter(|_| !fresh.preflighted)
-                .map(|reused| (!reused, "from Resource Timing".to_owned())),
-        };
-        lines.push(match new {
-            Some((true, how)) => CheckLine {
-                ok: Some(true),
-                text: format!("It ran on a new connection ({how})."),
-            },
-            Some((false, how)) => CheckLine {
-                ok: Some(false),
-                text: format!("It ran on a connection already in use ({how}): the browser shares connections between these host names."),
-            },
-            None => CheckLine {
-                ok: None,
-                text: "Whether it ran on a new connection cannot be seen from here: the target does not report the client's port in X-Firsttoken-Client-Port, and the CORS preflight hides the connection from Resource Timing. Runs will then give no figure for what a new connection costs.".to_owned(),
-            },
-        });
+    .into_any()
+}
+
+/// What the link card says of the target check: what runs of this link will lack.
+fn link_check_note(checked: Option<&Checked>) -> String {
+    let Some(Checked::Done { lines, .. }) = checked else {
+        return "Not checked: Check the target (above) sends one request from this browser and says what runs will show.".to_owned();
+    };
+    let titles = |v: Verdict| {
+        lines
+            .iter()
+            .filter(|l| l.verdict == v)
+            .map(|l| l.title.as_str())
+            .collect::<Vec<_>>()
+    };
+    match (titles(Verdict::Fail), titles(Verdict::Warn)) {
+        (fail, _) if !fail.is_empty() => format!(
+            "The check failed on: {}. Runs of this link will fail or mismeasure until that is fixed.",
+            fail.join(", ")
+        ),
+        (_, warn) if !warn.is_empty() => format!(
+            "The check passed with numbers missing ({}): runs will work without them.",
+            warn.join(", ")
+        ),
+        _ => "The check passed: runs will have every number.".to_owned(),
     }
-    lines
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
 }

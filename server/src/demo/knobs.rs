@@ -66,6 +66,11 @@ pub struct Knobs {
     /// browser repeats the POST there).
     pub redirect: bool,
     pub fault: Option<Fault>,
+    /// The response also carries values a careless server sends: a Unix timestamp and a
+    /// negative duration in its timing object, more timing entries than a record holds,
+    /// a `Server-Timing` duration over a day and a token count no answer has. The
+    /// measurement itself is unchanged.
+    pub odd_values: bool,
     /// After how many tokens a mid-stream fault happens (default: half of them).
     pub fault_after: Option<u32>,
 }
@@ -87,6 +92,7 @@ impl Default for Knobs {
             connection_close: false,
             redirect: false,
             fault: None,
+            odd_values: false,
             fault_after: None,
         }
     }

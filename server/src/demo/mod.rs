@@ -227,6 +227,8 @@ async fn chat_completions(
             )
         })
         .chain(["demo;desc=\"firsttoken demo target (simulated)\"".to_owned()])
+        // Over a day: no request of this demo lasts that long.
+        .chain(knobs.odd_values.then(|| "cache;dur=90000000".to_owned()))
         .collect::<Vec<_>>()
         .join(", ");
     let mut headers = vec![
@@ -439,9 +441,20 @@ async fn stream_answer(
     }
     let mut tail = vec![answer.chunk(json!({}), json!("stop"))];
     if answer.include_usage {
-        tail.push(answer.extra("usage", usage(knobs.tokens)));
+        let mut usage = usage(knobs.tokens);
+        if knobs.odd_values {
+            usage["completion_tokens"] = json!(99_999_999_999u64);
+        }
+        tail.push(answer.extra("usage", usage));
     }
     timings.insert("total_ms".into(), json!(millis(arrived.elapsed())));
+    if knobs.odd_values {
+        timings.insert("generated_at_ms".into(), json!(unix_seconds() * 1000));
+        timings.insert("clock_skew_ms".into(), json!(-3.5));
+        for step in 0..40 {
+            timings.insert(format!("step_{step:02}_ms"), json!(0.1));
+        }
+    }
     tail.push(answer.extra("server_timings", Value::Object(timings)));
     tail.push(Bytes::from_static(b"data: [DONE]\n\n"));
     for bytes in tail {

@@ -1,0 +1,209 @@
+//! The target check's requests: one real request of the plan from this browser (with the
+//! engine's own code, so it meets CORS, caching and connections as the runs will), then,
+//! where the study names them, one to the fresh URL, one probe and one to each compared
+//! target. When the request gets no response, a few small requests tell an unreachable
+//! server from a CORS refusal, and which header the preflight refused.
+//! [`firsttoken_core::check`] reads what they showed as a checklist.
+
+use firsttoken_core::Plan;
+use firsttoken_core::check::{Cors, Fresh, Observed, Reply, preflight_headers};
+use firsttoken_core::schema::{ErrorClass, origin_of};
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    AbortController, Headers, RequestCache, RequestCredentials, RequestInit, RequestMode,
+};
+
+use crate::browser;
+use crate::engine::{Measured, RequestSpec, RunContext, Scope, first_request, measure_alone};
+
+/// The longest any request of the check may take.
+const CHECK_TIMEOUT_MS: u32 = 30_000;
+/// The longest a reachability or preflight request may take.
+const SMALL_TIMEOUT_MS: u32 = 10_000;
+
+/// Sends the check's requests for `plan` and says what they showed.
+pub async fn run(plan: &Plan) -> Observed {
+    let scope = Scope::current();
+    let page_origin = browser::page_origin();
+    let tag: String = scope
+        .random_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let context = RunContext {
+        run_start: scope.performance().now(),
+        ..RunContext::default()
+    };
+    let limit = |mut spec: RequestSpec| {
+        spec.timeout_ms = spec.timeout_ms.min(CHECK_TIMEOUT_MS);
+        spec
+    };
+    let target = plan.main_target();
+    let Some(mut spec) = first_request(plan, 0, &tag).map(limit) else {
+        unreachable!("a valid plan has a target");
+    };
+    spec.keep_body = true;
+    let main = measure_alone(&scope, &spec, &context).await;
+
+    let same_origin = origin_of(&spec.url).as_deref() == Some(page_origin.as_str());
+    let request_headers = preflight_headers(spec.headers.iter().map(|(name, _)| name.as_str()));
+    let cors = if same_origin {
+        Cors::SameOrigin
+    } else if main.sample.error == Some(ErrorClass::Network) {
+        why_no_response(&scope, &spec, &request_headers).await
+    } else {
+        // A response, or a request that went out and timed out waiting for one.
+        Cors::Passed
+    };
+
+    // The fresh URL and the probe are checked wherever the study names them, whatever
+    // its phases.
+    let mut fresh = None;
+    if target.fresh_url.is_some() {
+        let number =
+            u64::from_le_bytes(scope.random_bytes()[..8].try_into().unwrap_or([0; 8])) % 1_000_000;
+        if let Some(url) = target.fresh_url_for(number) {
+            let spec = RequestSpec {
+                url: url.clone(),
+                keep_body: false,
+                ..spec.clone()
+            };
+            let measured = measure_alone(&scope, &spec, &context).await;
+            fresh = Some(Fresh {
+                url,
+                reply: reply(&measured),
+            });
+        }
+    }
+    let mut probe = None;
+    if let Some(url) = &target.probe_url {
+        // As the runs send it: a GET with none of the target's headers.
+        let spec = RequestSpec {
+            url: url.clone(),
+            body: None,
+            headers: Vec::new(),
+            keep_body: false,
+            ..spec.clone()
+        };
+        probe = Some(reply(&measure_alone(&scope, &spec, &context).await));
+    }
+    let mut compared = Vec::new();
+    for (t, other) in plan.targets.iter().enumerate().skip(1) {
+        if let Some(spec) = first_request(plan, t, &tag).map(limit) {
+            let measured = measure_alone(&scope, &spec, &context).await;
+            compared.push((other.label.clone(), reply(&measured)));
+        }
+    }
+
+    Observed {
+        page_origin,
+        dialect: target.dialect.clone(),
+        request_headers,
+        main: reply(&main),
+        cors,
+        fresh,
+        probe,
+        compared,
+    }
+}
+
+/// What a measured request showed, for the checklist.
+fn reply(m: &Measured) -> Reply {
+    let s = &m.sample;
+    Reply {
+        status: s.status,
+        error: s.error,
+        error_message: s.error_message.clone(),
+        content_type: m.content_type.clone(),
+        headers_ms: s.headers_ms,
+        ttft_ms: s.ttft_ms,
+        ttft_any_ms: s.ttft_any_ms,
+        output_tokens: s.usage.as_ref().and_then(|u| u.output_tokens),
+        conn: s.conn.clone(),
+        server_timing: s.server_timing.len(),
+        stream_timings: s.stream_timings.as_ref().map_or(0, |t| t.len()),
+        preflighted: m.preflighted,
+        client_port: m.client_port,
+        body_start: m.body_start.clone(),
+    }
+}
+
+/// Why a cross-origin request got no response: a plain GET (no preflight) that gets one
+/// means the server answers this page, so the preflight failed, and each header sent
+/// alone names the one it failed on; a `no-cors` GET that gets one means the server
+/// answers but not to this page; with neither, the browser cannot tell an unreachable
+/// server from one whose answers it withholds (opaque-response blocking withholds an
+/// error status or JSON even from a `no-cors` request).
+async fn why_no_response(scope: &Scope, spec: &RequestSpec, headers: &[String]) -> Cors {
+    if spec.body.is_some() && gets_response(scope, &spec.url, None, &[], RequestMode::Cors).await {
+        let mut refused = Vec::new();
+        for name in headers {
+            let value = if name == "content-type" {
+                "application/json".to_owned()
+            } else {
+                spec.headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            // A body the app refuses at once (`{}` as text/plain, or as JSON when the
+            // header is the content type): no model is called for it.
+            let alone = [(name.clone(), value)];
+            if !gets_response(scope, &spec.url, Some("{}"), &alone, RequestMode::Cors).await {
+                refused.push(name.clone());
+            }
+        }
+        return Cors::PreflightRefused { refused };
+    }
+    if gets_response(scope, &spec.url, None, &[], RequestMode::NoCors).await {
+        Cors::NoAllowOrigin
+    } else {
+        Cors::NoResponse
+    }
+}
+
+/// Whether a small request gets any response (an opaque one counts, for `no-cors`). Its
+/// body is not read.
+async fn gets_response(
+    scope: &Scope,
+    url: &str,
+    body: Option<&str>,
+    headers: &[(String, String)],
+    mode: RequestMode,
+) -> bool {
+    let init = RequestInit::new();
+    init.set_mode(mode);
+    init.set_credentials(RequestCredentials::Omit);
+    init.set_cache(RequestCache::NoStore);
+    if let Ok(h) = Headers::new() {
+        for (name, value) in headers {
+            let _ = h.set(name, value);
+        }
+        init.set_headers(&h);
+    }
+    match body {
+        Some(body) => {
+            init.set_method("POST");
+            init.set_body(&body.into());
+        }
+        None => init.set_method("GET"),
+    }
+    let controller = AbortController::new().ok();
+    if let Some(c) = &controller {
+        init.set_signal(Some(&c.signal()));
+    }
+    let _timer = controller
+        .clone()
+        .map(|c| scope.timeout(SMALL_TIMEOUT_MS, move || c.abort()));
+    match JsFuture::from(scope.fetch(url, &init)).await {
+        Ok(response) => {
+            if let Some(body) = response.unchecked_into::<web_sys::Response>().body() {
+                let _ = body.cancel();
+            }
+            true
+        }
+        Err(_) => false,
+    }
+}
