@@ -35,6 +35,7 @@ fn current_page() -> Page {
 #[component]
 pub fn App() -> impl IntoView {
     let page = current_page();
+    let base = crate::browser::base_path();
     // Runs an earlier visit left unsent are sent now, whichever page this is.
     Uploads::get();
     let current = move |p: Page| if page == p { Some("page") } else { None };
@@ -45,8 +46,8 @@ pub fn App() -> impl IntoView {
                 // A beta user's page is about their measurement alone.
                 {(page != Page::Study).then(|| view! {
                     <nav aria-label="Pages">
-                        <a href="/" aria-current=current(Page::Compose) data-testid="nav-compose">"Make a link"</a>
-                        <a href="/results" aria-current=current(Page::Results) data-testid="nav-results">"Results"</a>
+                        <a href=format!("{base}/") aria-current=current(Page::Compose) data-testid="nav-compose">"Make a link"</a>
+                        <a href=format!("{base}/results") aria-current=current(Page::Results) data-testid="nav-results">"Results"</a>
                     </nav>
                 })}
             </div>

@@ -66,6 +66,28 @@ pub fn page_origin() -> String {
         .unwrap_or_default()
 }
 
+/// The path prefix the app is served under (`/firsttoken` with `--base-path`), from the
+/// `<meta name="firsttoken-base">` the server writes into the page; empty at the root
+/// (and under `trunk serve`, which writes none).
+pub fn base_path() -> String {
+    web_sys::window()
+        .and_then(|w| w.document())
+        .and_then(|d| {
+            d.query_selector("meta[name=firsttoken-base]")
+                .ok()
+                .flatten()
+        })
+        .and_then(|meta| meta.get_attribute("content"))
+        .map(|base| base.trim_end_matches('/').to_owned())
+        .unwrap_or_default()
+}
+
+/// Where this server's app, collector and demo are: the page's origin and the base path
+/// (`https://chat.example.com/firsttoken`).
+pub fn app_root() -> String {
+    format!("{}{}", page_origin(), base_path())
+}
+
 /// The origin of an absolute http(s) URL, or why it is not one.
 pub fn url_origin(url: &str) -> Result<String, String> {
     let parsed = web_sys::Url::new(url).map_err(|_| format!("{url:?} is not an absolute URL"))?;

@@ -182,6 +182,16 @@ impl TestServer {
     }
 
     /// The record of the one run this server stored (an error if it stored none or more).
+    /// Every stored run record.
+    pub async fn records(&self) -> anyhow::Result<Vec<serde_json::Value>> {
+        let mut records = Vec::new();
+        for id in self.db.run_ids().await? {
+            let record = self.db.run_record(&id).await?.context("stored")?;
+            records.push(serde_json::from_str(&record)?);
+        }
+        Ok(records)
+    }
+
     pub async fn only_record(&self) -> anyhow::Result<serde_json::Value> {
         let ids = self.db.run_ids().await?;
         anyhow::ensure!(ids.len() == 1, "{} runs stored, not 1", ids.len());

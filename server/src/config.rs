@@ -32,6 +32,13 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_STATIC_DIR", default_value = "dist")]
     pub static_dir: PathBuf,
 
+    /// Serve the app, the collector and the demo under this path (`/firsttoken`), for a
+    /// reverse proxy on the operator's own domain that passes
+    /// `https://chat.example.com/firsttoken/…` through unchanged. The app's requests to an
+    /// endpoint on that domain are then same-origin. Empty: at the root.
+    #[arg(long, env = "FIRSTTOKEN_BASE_PATH", default_value = "", value_parser = parse_base_path)]
+    pub base_path: String,
+
     /// The largest upload accepted, in bytes.
     #[arg(long, env = "FIRSTTOKEN_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_body_bytes: usize,
@@ -235,6 +242,7 @@ impl Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             database_url: Secret("sqlite://data/firsttoken.db".into()),
             static_dir: PathBuf::from("dist"),
+            base_path: String::new(),
             max_body_bytes: 8 * 1024 * 1024,
             uploads_per_minute: 30,
             samples_per_hour: 20_000,
@@ -260,6 +268,31 @@ impl Config {
     }
 }
 
+/// A base path as `--base-path` takes it: `/firsttoken` (a trailing `/` is dropped; `/`
+/// or nothing is the root), made of path segments of letters, digits and `-._~`.
+pub fn parse_base_path(value: &str) -> Result<String, String> {
+    let trimmed = value.trim().trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok(String::new());
+    }
+    let Some(rest) = trimmed.strip_prefix('/') else {
+        return Err(format!("{value:?} must start with / (like /firsttoken)"));
+    };
+    if trimmed.len() > 100 {
+        return Err(format!("{value:?} is longer than 100 characters"));
+    }
+    for segment in rest.split('/') {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~".contains(c);
+        if segment.is_empty() || segment == "." || segment == ".." || !segment.chars().all(allowed)
+        {
+            return Err(format!(
+                "{value:?}: each part between / must be letters, digits, -, ., _ or ~ (not {segment:?})"
+            ));
+        }
+    }
+    Ok(trimmed.to_owned())
+}
+
 /// A value that must not appear in logs or debug output (a token, a URL with a password).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(pub String);
@@ -281,5 +314,32 @@ impl FromStr for Secret {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Ok(Secret(s.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_base_path_is_a_clean_path_prefix_or_the_root() {
+        assert_eq!(parse_base_path("/firsttoken/"), Ok("/firsttoken".into()));
+        assert_eq!(
+            parse_base_path("/tools/first-token"),
+            Ok("/tools/first-token".into())
+        );
+        assert_eq!(parse_base_path("/"), Ok(String::new()));
+        assert_eq!(parse_base_path(""), Ok(String::new()));
+        for bad in [
+            "firsttoken",
+            "/a//b",
+            "/a/../b",
+            "/a b",
+            "/a?x=1",
+            "/%2e%2e",
+        ] {
+            let e = parse_base_path(bad).expect_err(bad);
+            assert!(e.contains(bad), "{e}");
+        }
     }
 }

@@ -205,16 +205,36 @@ pub fn app(state: AppState) -> Router {
         .allow_headers(tower_http::cors::AllowHeaders::mirror_request())
         .expose_headers(Any)
         .max_age(std::time::Duration::from_secs(7200));
-    Router::new()
+    let base = state.config.base_path.clone();
+    let routes = Router::new()
         .merge(routes::runs::router())
         .merge(routes::summary::router())
         .merge(routes::admin::router())
         .merge(routes::ops::router())
         .merge(demo::router(state.config.demo))
-        .merge(static_files::router(state.static_dir.as_deref()))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), serve::shed))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), metrics::record))
-        .with_state(state)
+        .merge(static_files::router(state.static_dir.as_deref(), &base))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            serve::shed,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            metrics::record,
+        ))
+        .with_state(state);
+    // Under a base path everything is there (`--base-path`), and nothing else is ours.
+    let routes = if base.is_empty() {
+        routes
+    } else {
+        let not_here = format!("firsttoken is served under {base}/ here\n");
+        Router::new()
+            .nest(&base, routes.clone())
+            // `nest` takes `/firsttoken` and `/firsttoken/…` but not `/firsttoken/`, the
+            // address people write: the app's page there too.
+            .route_service(&format!("{base}/"), routes.into_service())
+            .fallback(move || async move { (axum::http::StatusCode::NOT_FOUND, not_here) })
+    };
+    routes
         .layer(cors)
         // Resource Timing details and Server-Timing entries of a cross-origin response are
         // visible to the page only with this header.

@@ -15,51 +15,63 @@
 
 use std::convert::Infallible;
 use std::path::Path;
+use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use axum::middleware::{self, Next};
-use axum::response::IntoResponse;
+use axum::response::{Html, IntoResponse};
 use sha2::{Digest, Sha256};
-use tower::{ServiceBuilder, ServiceExt};
+
 use tower_http::compression::CompressionLayer;
-use tower_http::services::{ServeDir, ServeFile};
+use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::AppState;
 
-/// The router that answers every path no other route took.
-pub fn router(dir: Option<&Path>) -> Router<AppState> {
+/// The router that answers every path no other route took: the built app in `dir`, for
+/// a server whose paths start with `base` (`/firsttoken`, or empty at the root; the
+/// router itself sees paths with `base` taken off).
+pub fn router(dir: Option<&Path>, base: &str) -> Router<AppState> {
     let Some(dir) = dir else {
         return Router::new().fallback(not_built);
     };
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let page = Arc::new(app_page(
+        &std::fs::read_to_string(dir.join("index.html")).unwrap_or_default(),
+        &names,
+        base,
+    ));
+    let policy = content_security_policy(&page);
     // A path that names a file (`/favicon.ico`, `/old-bundle.js`) and is not there is a
     // 404; any other path is one of the app's own pages, so it gets the app.
-    let index = dir.join("index.html");
-    let app_page = tower::service_fn(move |request: Request<Body>| {
-        let index = index.clone();
+    let app = tower::service_fn(move |request: Request<Body>| {
+        let page = page.clone();
         async move {
             let last_segment = request.uri().path().rsplit('/').next().unwrap_or_default();
-            if last_segment.contains('.') {
+            if last_segment.contains('.') && last_segment != "index.html" {
                 return Ok::<_, Infallible>(StatusCode::NOT_FOUND.into_response());
             }
-            let response = ServeFile::new(index).oneshot(request).await?;
-            Ok(response.into_response())
+            Ok(Html(page.as_str().to_owned()).into_response())
         }
     });
-    let files = ServeDir::new(dir).fallback(app_page);
-    let policy = content_security_policy(
-        &std::fs::read_to_string(dir.join("index.html")).unwrap_or_default(),
-    );
+    // Never Trunk's own index.html: the page is always the one made for `base`.
+    let files = ServeDir::new(dir)
+        .append_index_html_on_directories(false)
+        .fallback(app.clone());
     let policy = HeaderValue::from_str(&policy)
         .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
     Router::new()
-        .fallback_service(
-            ServiceBuilder::new()
-                .layer(CompressionLayer::new())
-                .service(files),
-        )
+        .route_service("/index.html", app)
+        .fallback_service(files)
+        .layer(CompressionLayer::new())
         .layer(middleware::from_fn(cache_control))
         .layer(SetResponseHeaderLayer::overriding(
             header::CONTENT_SECURITY_POLICY,
@@ -81,6 +93,28 @@ pub fn router(dir: Option<&Path>) -> Router<AppState> {
             HeaderName::from_static("cross-origin-embedder-policy"),
             HeaderValue::from_static("require-corp"),
         ))
+}
+
+/// Trunk's `index.html` made to work under `base`: every reference to a file or folder of
+/// `dist/` (`names`) starting with `/` gets the prefix (`'/app-1a2b….js'` becomes
+/// `'/firsttoken/app-1a2b….js'`), and a `<meta name="firsttoken-base">` tells the app
+/// where it lives, so its links, its collector and its demo are under the prefix too.
+pub fn app_page(index_html: &str, names: &[String], base: &str) -> String {
+    let mut html = index_html.to_owned();
+    if !base.is_empty() {
+        for name in names {
+            for quote in ['"', '\'', '`'] {
+                html = html.replace(&format!("{quote}/{name}"), &format!("{quote}{base}/{name}"));
+            }
+        }
+    }
+    let meta = format!("\n    <meta name=\"firsttoken-base\" content=\"{base}\" />");
+    match (html.find("<head>"), html.find("<title")) {
+        (Some(at), _) => html.insert_str(at + "<head>".len(), &meta),
+        (None, Some(at)) => html.insert_str(at, &meta),
+        (None, None) => html.push_str(&meta),
+    }
+    html
 }
 
 /// The page's policy. Trunk writes one inline module script (it loads the app), which is
@@ -180,6 +214,51 @@ mod tests {
         ] {
             assert_eq!(base64(input.as_bytes()), output);
         }
+    }
+
+    /// What Trunk writes, shortened.
+    const TRUNK_INDEX: &str = r#"<!doctype html>
+<html lang="en">
+  <head>
+<script type="module">
+import init, * as bindings from '/firsttoken-f02931ef2e469712.js';
+const wasm = await init({ module_or_path: '/firsttoken-4ab91b6bd799f655_bg.wasm' });
+</script>
+    <link rel="stylesheet" href="/main-33568ffbe00c5dbd.css"/>
+    <a href="/firsttoken-docs">not a file of dist/</a>
+  </head>
+</html>"#;
+
+    #[test]
+    fn the_page_under_a_base_path_loads_its_files_from_there_and_says_where_it_lives() {
+        let names = [
+            "firsttoken-f02931ef2e469712.js",
+            "firsttoken-4ab91b6bd799f655_bg.wasm",
+            "main-33568ffbe00c5dbd.css",
+            "index.html",
+        ]
+        .map(String::from);
+        let page = app_page(TRUNK_INDEX, &names, "/firsttoken");
+        assert!(
+            page.contains("from '/firsttoken/firsttoken-f02931ef2e469712.js'"),
+            "{page}"
+        );
+        assert!(page.contains("module_or_path: '/firsttoken/firsttoken-4ab91b6bd799f655_bg.wasm'"));
+        assert!(page.contains("href=\"/firsttoken/main-33568ffbe00c5dbd.css\""));
+        assert!(
+            page.contains("href=\"/firsttoken-docs\""),
+            "only dist's own names move"
+        );
+        assert!(
+            page.contains("<head>\n    <meta name=\"firsttoken-base\" content=\"/firsttoken\" />")
+        );
+        // The policy allows the script as rewritten.
+        let policy = content_security_policy(&page);
+        assert_ne!(policy, content_security_policy(TRUNK_INDEX));
+
+        let root = app_page(TRUNK_INDEX, &names, "");
+        assert!(root.contains("from '/firsttoken-f02931ef2e469712.js'"));
+        assert!(root.contains("content=\"\""));
     }
 
     #[test]

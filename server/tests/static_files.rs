@@ -128,3 +128,148 @@ async fn without_a_built_app_the_root_says_how_to_build_it() {
             .contains("cargo xtask run")
     );
 }
+
+/// `--base-path /firsttoken`: the app, its files, the collector and the demo answer under
+/// the prefix (as behind a reverse proxy that passes `/firsttoken/…` through), the page
+/// loads its files from there and says where it lives, a stored run's URL carries the
+/// prefix, and nothing outside the prefix answers.
+#[tokio::test]
+async fn under_a_base_path_everything_is_there_and_nothing_outside() {
+    let dist = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dist.path().join("index.html"),
+        "<!doctype html><html><head><script type=\"module\">import init from '/app-1a2b3c4d5e6f7a8b.js'; await init();</script></head></html>",
+    )
+    .expect("write");
+    std::fs::write(
+        dist.path().join("app-1a2b3c4d5e6f7a8b.js"),
+        "export default 1;",
+    )
+    .expect("write");
+    let t = common::sqlite().await;
+    let config = firsttoken_server::Config {
+        static_dir: dist.path().to_path_buf(),
+        base_path: "/firsttoken".into(),
+        ..common::config()
+    };
+    let root = format!(
+        "http://{}",
+        common::serve(common::state_with(&t.db, config)).await
+    );
+    let client = reqwest::Client::new();
+    let get = |path: &str| client.get(format!("{root}{path}")).send();
+
+    for page in [
+        "/firsttoken",
+        "/firsttoken/",
+        "/firsttoken/run",
+        "/firsttoken/index.html",
+    ] {
+        let response = get(page).await.expect("page");
+        assert_eq!(response.status(), 200, "{page}");
+        let policy = response.headers()["content-security-policy"]
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        let html = response.text().await.expect("text");
+        assert!(
+            html.contains("<meta name=\"firsttoken-base\" content=\"/firsttoken\" />"),
+            "{page}: {html}"
+        );
+        assert!(
+            html.contains("from '/firsttoken/app-1a2b3c4d5e6f7a8b.js'"),
+            "{html}"
+        );
+        // The inline script is allowed as it is served, rewritten.
+        let script = html
+            .split("<script type=\"module\">")
+            .nth(1)
+            .and_then(|s| s.split("</script>").next())
+            .expect("the inline script");
+        let digest = {
+            use sha2::Digest;
+            base64_standard(&sha2::Sha256::digest(script.as_bytes()))
+        };
+        assert!(policy.contains(&format!("'sha256-{digest}'")), "{policy}");
+    }
+    let asset = get("/firsttoken/app-1a2b3c4d5e6f7a8b.js")
+        .await
+        .expect("asset");
+    assert_eq!(asset.status(), 200);
+    assert_eq!(asset.text().await.expect("text"), "export default 1;");
+    assert_eq!(
+        get("/firsttoken/api/v1/ping").await.expect("ping").status(),
+        200
+    );
+    let demo = client
+        .post(format!(
+            "{root}/firsttoken/v1/chat/completions?first_token_ms=1&itl_ms=1&tokens=2&redirect=true"
+        ))
+        .body("{}")
+        .send()
+        .await
+        .expect("demo");
+    assert_eq!(demo.status(), 200, "followed the redirect under the prefix");
+    assert!(
+        demo.url()
+            .path()
+            .starts_with("/firsttoken/v1/chat/completions")
+    );
+
+    let stored = client
+        .post(format!("{root}/firsttoken/api/v1/runs"))
+        .json(&common::example_run())
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(stored.status(), 201);
+    let location = stored.headers()["location"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    assert!(
+        location.starts_with("/firsttoken/api/v1/runs/"),
+        "{location}"
+    );
+    assert_eq!(get(&location).await.expect("stored run").status(), 200);
+
+    for outside in [
+        "/",
+        "/run",
+        "/api/v1/ping",
+        "/v1/chat/completions",
+        "/firsttokenx/",
+    ] {
+        let response = get(outside).await.expect("outside");
+        assert_eq!(response.status(), 404, "{outside}");
+        assert!(
+            response
+                .text()
+                .await
+                .expect("text")
+                .contains("served under /firsttoken/"),
+            "{outside}"
+        );
+    }
+}
+
+/// Standard base64 with padding, as CSP digests are written (the server's own encoder is
+/// private; this one is independent of it).
+fn base64_standard(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            out.push(if i <= chunk.len() {
+                ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}

@@ -135,19 +135,10 @@ fn post(worker: &Worker, message: &ToEngine) {
 /// `engine_worker`. Messages sent before the worker says Ready would be lost, so the plan
 /// is sent in answer to Ready.
 fn start_worker(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Result<Engine, String> {
-    let document = web_sys::window()
-        .and_then(|w| w.document())
-        .ok_or("no document")?;
-    let base = document
-        .base_uri()
-        .map_err(|_| "no base URI")?
-        .ok_or("no base URI")?;
-    let script = Url::new_with_base("engine_worker.js", &base)
-        .map_err(|_| "bad worker URL")?
-        .href();
-    let wasm = Url::new_with_base("engine_worker_bg.wasm", &base)
-        .map_err(|_| "bad worker URL")?
-        .href();
+    // Beside the app, under the server's base path whatever page this is.
+    let root = crate::browser::app_root();
+    let script = format!("{root}/engine_worker.js");
+    let wasm = format!("{root}/engine_worker_bg.wasm");
     let source =
         js_sys::Array::of1(&format!("importScripts({script:?});wasm_bindgen({wasm:?});").into());
     let options = BlobPropertyBag::new();

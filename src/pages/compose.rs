@@ -92,6 +92,9 @@ struct Form {
     compare_key: String,
     token: String,
     token_is_for_benchmark: bool,
+    /// Send this browser's cookies to the target (its signed-in session): only for a
+    /// target on this page's own origin.
+    send_cookies: bool,
     collector: String,
     run_tag_header: String,
 }
@@ -118,7 +121,7 @@ fn target(
     if origin == page {
         // This server: its ping endpoint is the probe, and the demo reports its timing
         // breakdown at /server_timings.
-        t.probe_url = Some(format!("{page}/api/v1/ping"));
+        t.probe_url = Some(format!("{}/api/v1/ping", browser::app_root()));
         t.timings_pointer = Some("/server_timings".into());
     }
     t.fresh_url = Some(fresh_url.trim().to_owned()).filter(|f| !f.is_empty());
@@ -143,6 +146,15 @@ fn build(form: &Form, study_id: String) -> Result<Study, String> {
     if !form.token.trim().is_empty() {
         let (name, value) = form.key_header.header(form.token.trim());
         main.headers.insert(name, value);
+    }
+    if form.send_cookies {
+        let page = browser::page_origin();
+        if browser::url_origin(&main.url).ok().as_deref() != Some(page.as_str()) {
+            return Err(format!(
+                "Send cookies: only a target on this page's origin ({page}) can get this browser's cookies"
+            ));
+        }
+        main.send_cookies = true;
     }
     let compare = (!form.compare_url.trim().is_empty())
         .then(|| match form.compare_preset {
@@ -191,7 +203,7 @@ fn build(form: &Form, study_id: String) -> Result<Study, String> {
     if !form.run_tag_header.trim().is_empty() {
         plan.run_tag = Some(RunTag::Header(form.run_tag_header.trim().to_owned()));
     }
-    let own_collector = format!("{}{}", browser::page_origin(), collector::RUNS_PATH);
+    let own_collector = format!("{}{}", browser::app_root(), collector::RUNS_PATH);
     let study = Study {
         title: form.title.trim().to_owned(),
         plan,
@@ -245,7 +257,7 @@ fn left_out(protocol: Protocol, fresh_url: &str) -> Option<&'static str> {
 }
 
 fn link_to(study: &Study) -> String {
-    format!("{}/run#{}", browser::page_origin(), study.to_fragment())
+    format!("{}/run#{}", browser::app_root(), study.to_fragment())
 }
 
 /// A new study id from the browser's cryptographic generator.
@@ -257,20 +269,25 @@ fn new_study_id() -> String {
 }
 
 /// Where the runs of `study` can be read: the Results page of the server that collects
-/// them, showing this link alone. `None` for a study without an id.
+/// them (under its base path: the collector URL without `/api/v1/runs`), showing this
+/// link alone. `None` for a study without an id.
 fn results_of(study: &Study) -> Option<String> {
     let id = study.study_id.as_ref()?;
-    let server = study
-        .collector
-        .as_deref()
-        .and_then(origin_of)
-        .unwrap_or_else(browser::page_origin);
+    let server = match study.collector.as_deref() {
+        Some(collector) => collector
+            .trim_end_matches('/')
+            .strip_suffix(collector::RUNS_PATH)
+            .map(str::to_owned)
+            .or_else(|| origin_of(collector))?,
+        None => browser::app_root(),
+    };
     Some(format!("{server}/results?study={id}"))
 }
 
 #[component]
 pub fn ComposePage() -> impl IntoView {
-    let origin = browser::page_origin();
+    // This server: the demo, the collector and the app are under its base path.
+    let origin = browser::app_root();
     let title = RwSignal::new("Chat latency".to_owned());
     let url = RwSignal::new(format!("{origin}/v1/chat/completions"));
     let fresh_url = RwSignal::new(loopback_fresh_url(&url.get_untracked()).unwrap_or_default());
@@ -297,6 +314,7 @@ pub fn ComposePage() -> impl IntoView {
     let compare_key = RwSignal::new(String::new());
     let token = RwSignal::new(String::new());
     let token_is_for_benchmark = RwSignal::new(false);
+    let send_cookies = RwSignal::new(false);
     let collector_url = RwSignal::new(format!("{origin}{}", collector::RUNS_PATH));
     let run_tag_header = RwSignal::new(String::new());
     let link = RwSignal::new(None::<String>);
@@ -328,6 +346,7 @@ pub fn ComposePage() -> impl IntoView {
         compare_key: compare_key.get_untracked(),
         token: token.get_untracked(),
         token_is_for_benchmark: token_is_for_benchmark.get_untracked(),
+        send_cookies: send_cookies.get_untracked(),
         collector: collector_url.get_untracked(),
         run_tag_header: run_tag_header.get_untracked(),
     };
@@ -574,6 +593,15 @@ pub fn ComposePage() -> impl IntoView {
                     <label class="check wide">
                         <input type="checkbox" data-testid="token-confirmed" bind:checked=token_is_for_benchmark />
                         "This token is for this benchmark only, and I accept that it travels in the link"
+                    </label>
+                </Show>
+                <Show when=move || url.with(|u| browser::url_origin(u).ok() == Some(browser::page_origin()))>
+                    <label class="check wide">
+                        <input type="checkbox" data-testid="send-cookies" bind:checked=send_cookies />
+                        {move || format!(
+                            "Send this browser's cookies with each request: beta users' own signed-in session with {}, exactly as your app's page sends it (only for a target on this page's origin, as it is here)",
+                            web_sys::window().and_then(|w| w.location().host().ok()).unwrap_or_default()
+                        )}
                     </label>
                 </Show>
                 <details class="wide">

@@ -80,7 +80,7 @@ fn fetch_summaries(asks: Vec<(String, RwSignal<Answer>)>) {
         answer.set(Answer::Waiting);
     }
     spawn_local(async move {
-        let url = format!("{}{}", browser::page_origin(), collector::SUMMARY_PATH);
+        let url = format!("{}{}", browser::app_root(), collector::SUMMARY_PATH);
         for (query, answer) in asks {
             answer.set(
                 match collector::summary(

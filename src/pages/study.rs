@@ -2,6 +2,7 @@
 //! one Start button, the run live, and the results, kept and uploaded if they chose so.
 
 use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::schema::origin_of;
 use firsttoken_core::share::Study;
 use firsttoken_core::{NetworkLabel, Plan, Run};
 use leptos::prelude::*;
@@ -40,12 +41,29 @@ pub fn StudyPage() -> impl IntoView {
         );
     }
     on_hash_change.forget();
-    match Study::from_fragment(&hash) {
+    // Cookies go only to the page's own origin (`credentials: "same-origin"`): a link
+    // that asks for them elsewhere asks for what the page will not do.
+    let page = crate::browser::page_origin();
+    let opened = Study::from_fragment(&hash).map_err(|e| e.to_string()).and_then(|study| {
+        match study
+            .plan
+            .targets
+            .iter()
+            .find(|t| t.send_cookies && origin_of(&t.url).as_deref() != Some(page.as_str()))
+        {
+            Some(t) => Err(format!(
+                "target {:?} asks for this browser's cookies, but they are sent only to the page's own origin ({page}), and it is on another",
+                t.label
+            )),
+            None => Ok(study),
+        }
+    });
+    match opened {
         Ok(study) => view! { <StudyView study=study /> }.into_any(),
         Err(error) => view! {
             <section class="card" data-testid="broken-link" role="alert">
                 <h2>"This link cannot be opened"</h2>
-                <p class="error" data-testid="broken-link-reason">{crate::format::sentence(&error.to_string())}</p>
+                <p class="error" data-testid="broken-link-reason">{crate::format::sentence(&error)}</p>
                 <p>"Ask whoever sent it for a new link, and open it whole: some apps cut long links short."</p>
             </section>
         }
@@ -186,7 +204,7 @@ fn StudyView(study: Study) -> impl IntoView {
     let collector_url = study
         .collector
         .clone()
-        .unwrap_or_else(|| format!("{}{}", browser::page_origin(), collector::RUNS_PATH));
+        .unwrap_or_else(|| format!("{}{}", browser::app_root(), collector::RUNS_PATH));
     // Shown in two places that each need their own copy: a stored value is Copy.
     let collector_host = StoredValue::new(
         firsttoken_core::schema::origin_of(&collector_url)
@@ -220,6 +238,15 @@ fn StudyView(study: Study) -> impl IntoView {
     let charts_off = crate::session::query_has("charts=off");
     let duration = duration_estimate(&plan);
     let secrets = study.secret_headers();
+    // The host whose session the requests use, when the study sends the page's cookies
+    // (the page's own host: the link was refused otherwise).
+    let session_host = study
+        .plan
+        .targets
+        .iter()
+        .any(|t| t.send_cookies)
+        .then(|| web_sys::window().and_then(|w| w.location().host().ok()))
+        .flatten();
 
     let upload = {
         let (title, collector_url) = (study.title.clone(), collector_url.clone());
@@ -316,6 +343,11 @@ fn StudyView(study: Study) -> impl IntoView {
                 {format!("{total} requests, {duration}.")}
             </p>
             <Show when=idle>
+                {session_host.clone().map(|host| view! {
+                    <p class="notice" data-testid="session-notice" role="note">
+                        {format!("This measurement uses your signed-in session with {host}: this browser's cookies for {host} go with each request to it, as they do when you use it. They are never uploaded.")}
+                    </p>
+                })}
                 {(!secrets.is_empty()).then(|| view! {
                     <p class="notice" data-testid="token-notice" role="note">
                         {format!(

@@ -20,6 +20,10 @@ pub struct Args {
         default_value = "sqlite://data/firsttoken.db"
     )]
     database_url: String,
+    /// Serve everything under this path (`/firsttoken`), as behind a reverse proxy on
+    /// your own domain
+    #[arg(long, env = "FIRSTTOKEN_BASE_PATH", default_value = "")]
+    base_path: String,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -31,13 +35,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     })?;
     steps.report();
 
+    let root = format!(
+        "http://{}{}",
+        args.listen,
+        args.base_path.trim_end_matches('/')
+    );
     println!(
-        "\nStarting firsttoken on http://{listen}/\n  \
-         the app:         http://{listen}/\n  \
-         the demo target: POST http://{listen}/v1/chat/completions\n  \
-         the collector:   http://{listen}/api/v1/runs (stored in {db})\n\
+        "\nStarting firsttoken on {root}/\n  \
+         the app:         {root}/\n  \
+         the demo target: POST {root}/v1/chat/completions\n  \
+         the collector:   {root}/api/v1/runs (stored in {db})\n\
          Stop it with Ctrl-C.\n",
-        listen = args.listen,
         db = args.database_url,
     );
     let mut child = Command::new(shell::workspace_root().join("target/release/firsttoken-server"))
@@ -48,6 +56,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             &args.database_url,
             "--static-dir",
             "dist",
+            "--base-path",
+            &args.base_path,
         ])
         .spawn()
         .context("cannot start the server")?;

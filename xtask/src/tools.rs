@@ -25,6 +25,9 @@ const GECKODRIVER_VERSION: &str = "0.37.1";
 pub const WEBKIT_DRIVER: &str = "/usr/bin/WebKitWebDriver";
 pub const MINIBROWSER: &str = "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser";
 const XVFB_RUN: &str = "/usr/bin/xvfb-run";
+/// Debian's nginx (the `nginx-light` package), the reverse proxy the end-to-end tests put
+/// in front of a server under a base path.
+const NGINX: &str = "/usr/sbin/nginx";
 
 /// Where each engine and its driver are, for the end-to-end tests and benchmarks (a
 /// WebDriver client that looks for a driver by itself hangs on a machine without
@@ -37,6 +40,8 @@ pub fn driver_env() -> Vec<(&'static str, std::ffi::OsString)> {
         ("WEBKIT_DRIVER", WEBKIT_DRIVER.into()),
         ("MINIBROWSER", MINIBROWSER.into()),
         ("XVFB_RUN", XVFB_RUN.into()),
+        // Not `NGINX`: nginx reads that variable as sockets inherited from an older nginx.
+        ("NGINX_BIN", NGINX.into()),
     ]
 }
 
@@ -101,9 +106,9 @@ pub fn ensure_build_tools() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Everything a test or benchmark in a browser needs: the build tools, and the three
-/// engines with their drivers (Chromium and ChromeDriver, Firefox ESR and geckodriver,
-/// WebKitGTK and WebKitWebDriver).
+/// Everything a test or benchmark in a browser needs: the build tools, the three engines
+/// with their drivers (Chromium and ChromeDriver, Firefox ESR and geckodriver, WebKitGTK
+/// and WebKitWebDriver), and nginx for the reverse-proxy test.
 pub fn ensure_for_browser() -> anyhow::Result<()> {
     ensure_build_tools()?;
     ensure_browsers()
@@ -118,6 +123,7 @@ fn ensure_browsers() -> anyhow::Result<()> {
         (WEBKIT_DRIVER, "webkit2gtk-driver"),
         (MINIBROWSER, "webkit2gtk-driver"),
         (XVFB_RUN, "xvfb"),
+        (NGINX, "nginx-light"),
     ];
     let mut missing: Vec<&str> = wanted
         .iter()

@@ -26,8 +26,8 @@ use axum::Extension;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{ConnectInfo, Query, State};
-use axum::http::{HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::extract::{ConnectInfo, OriginalUri, Query, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
 use firsttoken_core::schema::DEMO_HEADER;
@@ -98,7 +98,9 @@ type Chunk = Result<Bytes, std::io::Error>;
 
 async fn chat_completions(
     State(state): State<AppState>,
-    uri: Uri,
+    // The path as the client sent it, the base path included (a nested router's `Uri`
+    // has it taken off): the redirect must lead back here.
+    OriginalUri(uri): OriginalUri,
     query: Result<Query<Knobs>, QueryRejection>,
     peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     request_headers: axum::http::HeaderMap,

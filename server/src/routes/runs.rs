@@ -187,7 +187,7 @@ async fn store(
     // Stored is what the collector itself writes, not the client's bytes: the same run
     // always gives the same record, whatever whitespace or key order the client used.
     let record = serde_json::to_string(&run).map_err(anyhow::Error::from)?;
-    let url = format!("/api/v1/runs/{}", run.run_id);
+    let url = format!("{}/api/v1/runs/{}", state.config.base_path, run.run_id);
     let (status, delete_token) = match state
         .db
         .insert_run(&run, &record, now_ms(), token_digest.as_deref())

@@ -1,0 +1,318 @@
+//! firsttoken on the operator's own origin: the built app and its API under a path prefix
+//! (`--base-path /firsttoken`) behind a real nginx from Debian's packages (`cargo xtask
+//! test` installs it and names it in `NGINX_BIN`; each test starts it on a free loopback port
+//! with a configuration of its own, the one README's Deployment section gives). A beta
+//! user opens the link through the proxy, measures the demo (now on the page's own origin:
+//! no CORS preflight, and the page's cookies when the study asks) and uploads.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use firsttoken_e2e::TestServer;
+use firsttoken_e2e::browser::{Browser, DESKTOP};
+use thirtyfour::prelude::*;
+
+const WAIT: Duration = Duration::from_secs(60);
+const BASE: &str = "/firsttoken";
+/// A fast demo answer, so 50 requests take a few seconds.
+const FAST: &str = "first_token_ms=40&itl_ms=2&tokens=8";
+/// Requests per run: the closing note's "median of 50".
+const REQUESTS: usize = 50;
+
+/// nginx in front of a firsttoken server, passing `/firsttoken/` through unchanged with
+/// response buffering off; its access log records each request's `Cookie` header.
+struct Nginx {
+    child: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Nginx {
+    fn start(upstream: SocketAddr) -> anyhow::Result<Self> {
+        let binary = std::env::var("NGINX_BIN")
+            .context("NGINX_BIN names the nginx binary: run these tests with `cargo xtask test`")?;
+        let dir = tempfile::tempdir()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let d = dir.path().display();
+        let config = format!(
+            r#"worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    log_format cookies '$request_uri cookie=[$http_cookie]';
+    access_log {d}/access.log cookies;
+    client_body_temp_path {d}/body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location {BASE}/ {{
+            proxy_pass http://{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_buffering off;
+            proxy_read_timeout 1h;
+        }}
+    }}
+}}
+"#
+        );
+        let file = dir.path().join("nginx.conf");
+        std::fs::write(&file, config)?;
+        let child = Command::new(&binary)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&file)
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .args(["-g", "daemon off;"])
+            // nginx reads NGINX as sockets handed over by an older nginx.
+            .env_remove("NGINX")
+            .spawn()
+            .with_context(|| format!("cannot start {binary}"))?;
+        let nginx = Self { child, port, dir };
+        let start = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if start.elapsed() > Duration::from_secs(10) {
+                bail!(
+                    "nginx did not listen within 10 s: {}",
+                    std::fs::read_to_string(nginx.dir.path().join("error.log")).unwrap_or_default()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(nginx)
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn access_log(&self) -> PathBuf {
+        self.dir.path().join("access.log")
+    }
+}
+
+/// Makes a Steady link on the operator's page at `page` (under the prefix) for the demo
+/// there, with the page's cookies sent when `cookies`, and returns the link.
+async fn make_link(browser: &Browser, page: &str, cookies: bool) -> anyhow::Result<String> {
+    let driver = &browser.driver;
+    driver.goto(page).await?;
+    let target = browser
+        .wait_for_count("[data-testid=target-url]", 1, WAIT)
+        .await?
+        .remove(0);
+    let demo = format!("{}{BASE}/v1/chat/completions", page_origin(page));
+    assert_eq!(
+        target.prop("value").await?.unwrap_or_default(),
+        demo,
+        "the demo is offered under the prefix"
+    );
+    target.send_keys(Key::Control + "a").await?;
+    target.send_keys(format!("{demo}?{FAST}")).await?;
+    driver
+        .find(By::Css("[data-testid=protocol] option[value=steady]"))
+        .await?
+        .click()
+        .await?;
+    let count = browser
+        .wait_for_count("[data-testid=request-count]", 1, WAIT)
+        .await?
+        .remove(0);
+    count.send_keys(Key::Control + "a").await?;
+    count.send_keys(REQUESTS.to_string()).await?;
+    if cookies {
+        driver
+            .find(By::Css("[data-testid=send-cookies]"))
+            .await?
+            .click()
+            .await?;
+    }
+    driver
+        .find(By::Css("[data-testid=make-link]"))
+        .await?
+        .click()
+        .await?;
+    let link = browser
+        .wait_for_count("[data-testid=share-link]", 1, WAIT)
+        .await?[0]
+        .prop("value")
+        .await?
+        .unwrap_or_default();
+    assert!(
+        link.starts_with(&format!("{}{BASE}/run#", page_origin(page))),
+        "{link}"
+    );
+    let results = driver
+        .find(By::Css("[data-testid=link-results-href]"))
+        .await?
+        .attr("href")
+        .await?
+        .unwrap_or_default();
+    assert!(
+        results.starts_with(&format!("{}{BASE}/results?study=", page_origin(page))),
+        "{results}"
+    );
+    Ok(link)
+}
+
+fn page_origin(url: &str) -> &str {
+    let after_scheme = url.find("://").map_or(0, |i| i + 3);
+    url[after_scheme..]
+        .find('/')
+        .map_or(url, |i| &url[..after_scheme + i])
+}
+
+/// Opens `link`, runs it and waits for the upload; returns the stored-run link.
+async fn run_and_upload(browser: &Browser, link: &str) -> anyhow::Result<String> {
+    browser.driver.goto(link).await?;
+    browser.consent_and_start().await?;
+    let stored = browser
+        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(120))
+        .await?[0]
+        .attr("href")
+        .await?
+        .unwrap_or_default();
+    Ok(stored)
+}
+
+/// The median TTFT of a stored record's samples.
+fn median_ttft(record: &serde_json::Value) -> f64 {
+    let mut ttft: Vec<f64> = record["samples"]
+        .as_array()
+        .map(|samples| {
+            samples
+                .iter()
+                .filter_map(|s| s["ttft_ms"].as_f64())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(ttft.len(), REQUESTS, "every request has its TTFT");
+    ttft.sort_by(f64::total_cmp);
+    (ttft[REQUESTS / 2 - 1] + ttft[REQUESTS / 2]) / 2.0
+}
+
+/// Through nginx under `/firsttoken`: the operator's page offers the demo, the link and the
+/// results page under the prefix; a beta user's run measures the demo same-origin (no
+/// preflight), sends the page's cookie when the study asks (nginx's log shows it), and
+/// uploads. The same study run without the proxy gives the closing note's comparison.
+#[tokio::test]
+async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyhow::Result<()> {
+    let server = TestServer::start_with(|c| {
+        c.base_path = BASE.into();
+        c.trust_forwarded_for = true;
+    })
+    .await?;
+    let nginx = Nginx::start(server.address)?;
+    let browser = Browser::start(DESKTOP).await?;
+
+    // Nothing outside the prefix is firsttoken's (nginx answers 404 itself).
+    assert_eq!(http_status(nginx.port, "/v1/chat/completions").await?, 404);
+    assert_eq!(
+        http_status(nginx.port, &format!("{BASE}/api/v1/ping")).await?,
+        200
+    );
+
+    let proxied = nginx.url(&format!("{BASE}/"));
+    let link = make_link(&browser, &proxied, true).await?;
+    // The user's signed-in session with the app: a cookie of the proxy's origin.
+    browser
+        .driver
+        .goto(nginx.url(&format!("{BASE}/results")))
+        .await?;
+    browser
+        .driver
+        .execute(
+            "document.cookie = 'session=beta-user-7; path=/';",
+            Vec::new(),
+        )
+        .await?;
+    browser.driver.goto(&link).await?;
+    let notice = browser
+        .wait_for_text("[data-testid=session-notice]", WAIT, |t| !t.is_empty())
+        .await?;
+    assert!(
+        notice.contains(&format!("signed-in session with 127.0.0.1:{}", nginx.port)),
+        "{notice}"
+    );
+    browser.screenshot("study-session-notice").await?;
+    let stored = run_and_upload(&browser, &link).await?;
+    assert!(
+        stored.starts_with(&nginx.url(&format!("{BASE}/api/v1/runs/"))),
+        "{stored}"
+    );
+    let through_proxy = server.only_record().await?;
+    for s in through_proxy["samples"].as_array().expect("samples") {
+        assert_eq!(s["error"], serde_json::Value::Null, "{s}");
+    }
+    // Every measured request went through nginx with the cookie.
+    let log = std::fs::read_to_string(nginx.access_log())?;
+    let demo_requests: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with(&format!("{BASE}/v1/chat/completions")))
+        .collect();
+    assert_eq!(demo_requests.len(), REQUESTS, "{log}");
+    assert!(
+        demo_requests
+            .iter()
+            .all(|l| l.contains("session=beta-user-7")),
+        "{log}"
+    );
+    // The collector's requests carry no cookie (nginx writes an empty one as `-`).
+    assert!(
+        log.lines()
+            .filter(|l| l.contains("/api/v1/runs"))
+            .all(|l| l.ends_with("cookie=[-]")),
+        "{log}"
+    );
+
+    // The same measurement without the proxy, for the comparison.
+    let direct = server.url(&format!("{BASE}/"));
+    let link = make_link(&browser, &direct, false).await?;
+    run_and_upload(&browser, &link).await?;
+    let records = server.records().await?;
+    let direct_record = records
+        .iter()
+        .find(|r| r["run_id"] != through_proxy["run_id"])
+        .context("the direct run")?;
+    eprintln!(
+        "demo TTFT median of {REQUESTS} ({FAST}): through nginx {:.2} ms, direct {:.2} ms",
+        median_ttft(&through_proxy),
+        median_ttft(direct_record)
+    );
+    browser.quit().await
+}
+
+/// The status of a GET, from a plain HTTP/1.0 client (not the browser). Async: the
+/// firsttoken server behind nginx runs on this test's own runtime.
+async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes())
+        .await?;
+    let mut head = String::new();
+    stream.read_to_string(&mut head).await?;
+    head.split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .with_context(|| format!("not an HTTP response: {head:?}"))
+}
