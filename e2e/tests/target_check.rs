@@ -350,6 +350,27 @@ async fn each_failing_line_says_why_and_what_to_add() -> anyhow::Result<()> {
     assert_line(&list, "http_version", "pass", "h2");
     assert_line(&list, "http_version", "pass", "\"multiplexed\": true");
     assert_line(&list, "timing_allow_origin", "pass", "Present");
+
+    // A fresh-connection URL and a compared endpoint that do not answer fail their own
+    // lines, while the target passes.
+    fill(
+        &browser,
+        "fresh-url",
+        &format!("http://{{n}}.localhost:{closed}/full/v1/chat"),
+    )
+    .await?;
+    fill(&browser, "compare-url", &nowhere).await?;
+    let full = endpoint.url("full");
+    let list = check(&browser, &full, None).await?;
+    assert_line(&list, "first_token", "pass", "Arrived after");
+    assert_line(&list, "fresh", "fail", "did not answer");
+    assert_line(&list, "fresh", "fail", "wildcard host name resolves");
+    assert_line(
+        &list,
+        "compare_0",
+        "fail",
+        "comparison rounds will have no numbers",
+    );
     browser.quit().await
 }
 
