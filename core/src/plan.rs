@@ -407,16 +407,25 @@ impl Plan {
     }
 
     /// Every host a run of this plan contacts, in the order the plan names them, each
-    /// once: each target's URL, its fresh URL (`{n}` shown as `*`, the wildcard the
-    /// fresh requests fill in) and its probe URL. A beta user is told all of them before
-    /// agreeing to run.
+    /// once: the measured target's URL, its fresh URL (`{n}` shown as `*`, the wildcard
+    /// the fresh requests fill in) when there is a fresh phase, its probe URL when there
+    /// is a probe phase, and the other targets' URLs when there is a compare phase. A
+    /// beta user is told all of them before agreeing to run, and none it will not.
     pub fn hosts(&self) -> Vec<String> {
+        let has = |wanted: Phase| self.phases.iter().any(|p| p.phase() == wanted);
         let mut hosts: Vec<String> = Vec::new();
-        for target in &self.targets {
+        for (i, target) in self.targets.iter().enumerate() {
+            let main = i == 0;
             let urls = [
-                Some(&target.url),
-                target.fresh_url.as_ref(),
-                target.probe_url.as_ref(),
+                (main || has(Phase::Compare)).then_some(&target.url),
+                target
+                    .fresh_url
+                    .as_ref()
+                    .filter(|_| main && has(Phase::Fresh)),
+                target
+                    .probe_url
+                    .as_ref()
+                    .filter(|_| main && has(Phase::Probe)),
             ];
             for url in urls.into_iter().flatten() {
                 if let Some(host) = host_of(&url.replace("{n}", "*"))
@@ -990,6 +999,13 @@ mod tests {
         direct.url = "https://key:secret@api.provider.example:8443/v1".into();
         let mut plan = Plan::steady(main, 1);
         plan.targets.push(direct);
+        // Only the phases the plan has: a steady plan contacts the target alone.
+        assert_eq!(plan.hosts(), ["chat.example.com"]);
+        plan.phases.extend([
+            PhasePlan::Probe { requests: 1 },
+            PhasePlan::Fresh { requests: 1 },
+            PhasePlan::Compare { rounds: 1 },
+        ]);
         assert_eq!(
             plan.hosts(),
             [
