@@ -29,13 +29,14 @@ async fn main() -> anyhow::Result<()> {
     }
     let database = redact(config.database_url.expose());
     let listen = config.listen;
+    let base = config.base_path.clone();
     let state = AppState::from_config(config).await?;
     let tcp = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("cannot listen on {listen}"))?;
     let address = tcp.local_addr()?;
     tracing::info!(%address, %database, "listening");
-    println!("firsttoken is running at http://{address}/");
+    println!("firsttoken is running at http://{address}{base}/");
     serve(tcp, state, shutdown_signal())
         .await
         .context("the server stopped with an error")?;
