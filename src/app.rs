@@ -1,7 +1,8 @@
-//! The app shell: header, the page the address names, footer.
+//! The two apps and their shell: header, the page the address names, footer.
 //!
 //! Three pages need no router: each is its own address (`/`, `/run` and `/results`), and
-//! the server answers every app address with the app.
+//! the server answers every app address with an app. The beta user's `/run` is its own
+//! bundle ([`RunApp`]), the operator's pages another ([`App`]).
 
 use leptos::prelude::*;
 
@@ -32,6 +33,8 @@ fn current_page() -> Page {
     }
 }
 
+/// The operator's app: make a link, read the results (and a study page, for a server that
+/// answers `/run` with this bundle rather than [`RunApp`]'s).
 #[component]
 pub fn App() -> impl IntoView {
     let page = current_page();
@@ -39,27 +42,44 @@ pub fn App() -> impl IntoView {
     // Runs an earlier visit left unsent are sent now, whichever page this is.
     Uploads::get();
     let current = move |p: Page| if page == p { Some("page") } else { None };
+    // A beta user's page is about their measurement alone.
+    let nav = (page != Page::Study).then(|| {
+        view! {
+            <nav aria-label="Pages">
+                <a href=format!("{base}/") aria-current=current(Page::Compose) data-testid="nav-compose">"Make a link"</a>
+                <a href=format!("{base}/results") aria-current=current(Page::Results) data-testid="nav-results">"Results"</a>
+            </nav>
+        }
+        .into_any()
+    });
+    let main = match page {
+        Page::Compose => view! { <ComposePage /> }.into_any(),
+        Page::Study => view! { <StudyPage /> }.into_any(),
+        Page::Results => view! { <ResultsPage /> }.into_any(),
+    };
+    view! { <Shell nav=nav main=main /> }
+}
+
+/// The beta user's app, its own bundle (`run.html`): the study page alone, so that none
+/// of the operator's pages is downloaded by a phone that only measures.
+#[component]
+pub fn RunApp() -> impl IntoView {
+    Uploads::get();
+    view! { <Shell nav=None main=view! { <StudyPage /> }.into_any() /> }
+}
+
+/// Header, the page, footer: the same around every page of both apps.
+#[component]
+fn Shell(nav: Option<AnyView>, main: AnyView) -> impl IntoView {
     view! {
         <header class="top">
             <div class="title-row">
                 <h1>"firsttoken"</h1>
-                // A beta user's page is about their measurement alone.
-                {(page != Page::Study).then(|| view! {
-                    <nav aria-label="Pages">
-                        <a href=format!("{base}/") aria-current=current(Page::Compose) data-testid="nav-compose">"Make a link"</a>
-                        <a href=format!("{base}/results") aria-current=current(Page::Results) data-testid="nav-results">"Results"</a>
-                    </nav>
-                })}
+                {nav}
             </div>
             <p class="tagline">"How long you wait for the first token of an answer, measured from your own browser and network."</p>
         </header>
-        <main>
-            {match page {
-                Page::Compose => view! { <ComposePage /> }.into_any(),
-                Page::Study => view! { <StudyPage /> }.into_any(),
-                Page::Results => view! { <ResultsPage /> }.into_any(),
-            }}
-        </main>
+        <main>{main}</main>
         <footer>
             <p>"Every time is measured in this browser with performance.now(), from just before the request is sent. Nothing is uploaded unless you agree."</p>
         </footer>

@@ -15,4 +15,16 @@ pub mod session;
 pub mod target_check;
 pub mod uploads;
 
-pub use app::App;
+pub use app::{App, RunApp};
+
+/// What each bundle's `main` does. On a page: mount `app`. In the engine's Web Worker,
+/// which is handed the page's own compiled module (so it downloads and compiles nothing;
+/// [`engine::client`]): serve the engine.
+pub fn start<V: leptos::IntoView + 'static>(app: fn() -> V) {
+    console_error_panic_hook::set_once();
+    if web_sys::window().is_some() {
+        leptos::mount::mount_to_body(app);
+    } else {
+        engine::worker::serve();
+    }
+}

@@ -1,6 +1,5 @@
-//! Mounts the app; everything else is in the library.
+//! The operator's bundle (`index.html`): make a link, read the results.
 
 fn main() {
-    console_error_panic_hook::set_once();
-    leptos::mount::mount_to_body(firsttoken::App);
+    firsttoken::start(firsttoken::App);
 }

@@ -4,6 +4,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use firsttoken_core::client::RenderingEngine;
 use firsttoken_core::schema::{RecordParts, run_id_from_random};
 use firsttoken_core::{NetworkLabel, Plan, Run, Sample};
 use leptos::prelude::*;
@@ -54,6 +55,33 @@ struct FrameBatch {
     engine: StoredValue<Option<Engine>, LocalStorage>,
 }
 
+/// Calls `done` once what the page shows now has been drawn: the next animation frame
+/// comes once this one has been laid out, painted and handed to the compositor; the one
+/// after that, once the compositor has rasterized and shown it (on other threads, which
+/// share the cores with the engine). Then [`SETTLE_MS`] more: WebKit rasterizes after its
+/// second frame too. A hidden page gets no frames and draws nothing: `done` at once.
+fn after_drawing(done: impl FnOnce() + 'static) {
+    let Some(window) = web_sys::window().filter(|_| !page_hidden()) else {
+        done();
+        return;
+    };
+    let settled = Closure::once_into_js(done);
+    let after = Closure::once_into_js(move || {
+        if let Some(window) = web_sys::window() {
+            let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(
+                settled.unchecked_ref(),
+                SETTLE_MS,
+            );
+        }
+    });
+    let next = Closure::once_into_js(move || {
+        if let Some(window) = web_sys::window() {
+            let _ = window.request_animation_frame(after.unchecked_ref());
+        }
+    });
+    let _ = window.request_animation_frame(next.unchecked_ref());
+}
+
 impl FrameBatch {
     fn push(&self, sample: Sample) {
         self.pending.borrow_mut().push(sample);
@@ -72,28 +100,8 @@ impl FrameBatch {
         let this = self.clone();
         let frame = Closure::once_into_js(move || {
             this.flush();
-            // The next animation frame comes once this one has been laid out, painted
-            // and handed to the compositor; the one after that, once the compositor has
-            // rasterized and shown it (on other threads, which share the cores with the
-            // engine). The drawing is done by then.
-            // Then a short wait more: WebKit rasterizes after its second frame too.
-            let settled = Closure::once_into_js(move || this.drawn());
-            let after = Closure::once_into_js(move || {
-                if let Some(window) = web_sys::window() {
-                    let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(
-                        settled.unchecked_ref(),
-                        SETTLE_MS,
-                    );
-                }
-            });
-            let next = Closure::once_into_js(move || {
-                if let Some(window) = web_sys::window() {
-                    let _ = window.request_animation_frame(after.unchecked_ref());
-                }
-            });
-            if let Some(window) = web_sys::window() {
-                let _ = window.request_animation_frame(next.unchecked_ref());
-            }
+            let drawn = this.clone();
+            after_drawing(move || drawn.drawn());
         });
         let _ = window.request_animation_frame(frame.unchecked_ref());
     }
@@ -127,16 +135,26 @@ pub fn query_has(pair: &str) -> bool {
         .any(|kv| kv == pair)
 }
 
-/// The engine runs in its worker, so that drawing on the page cannot delay a timestamp,
-/// unless the page's address asks for `engine=page`: the diagnostic the benchmark
-/// compares with (`engine=worker` names the default).
+/// Where the engine runs: the page's address may ask (`engine=page`, `engine=worker`:
+/// the diagnostics the benchmark compares); otherwise in its own worker, so that drawing
+/// on the page cannot delay a timestamp, except in WebKit.
 ///
-/// Not the page's thread in WebKit, though there the worker's extra hop cost 1.7–2.3 ms
-/// at 3 at once (`cargo xtask bench engine_bias`): on the page's thread the first request
-/// after Start waited ~145 ms for the page to draw the live view, which would skew the
-/// first probe.
+/// WebKit carries a worker's fetches through the page's thread anyway, so the worker's
+/// extra hop buys nothing there and costs: at 3 at once the engine in its worker read
+/// 1.7–2.3 ms above WebKit's own JavaScript reader, on the page's thread within 0.6 ms
+/// (`cargo xtask bench engine_bias`). On the page's thread the first request waits until
+/// the page has drawn the running view ([`Session::start`]).
 fn placement() -> Placement {
+    let user_agent = web_sys::window()
+        .and_then(|w| w.navigator().user_agent().ok())
+        .unwrap_or_default();
     if query_has("engine=page") {
+        Placement::Page
+    } else if query_has("engine=worker") {
+        Placement::Worker
+    } else if firsttoken_core::client::rendering_engine(&user_agent)
+        == Some(RenderingEngine::WebKit)
+    {
         Placement::Page
     } else {
         Placement::Worker
@@ -265,13 +283,22 @@ impl Session {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        this.engine.set_value(Some(Engine::start(
-            plan,
-            tag,
-            page_hidden(),
-            placement(),
-            on_message,
-        )));
+        let engine = Engine::start(plan, tag, page_hidden(), placement(), on_message);
+        let on_page = engine.on_page();
+        this.engine.set_value(Some(engine));
+        if on_page {
+            // On the page's thread the engine's first request waits until the page has
+            // drawn the running view (in WebKitGTK that takes ~145 ms): read meanwhile,
+            // it would be late by the drawing.
+            let engine = this.engine;
+            after_drawing(move || {
+                engine.with_value(|e| {
+                    if let Some(e) = e {
+                        e.drawn();
+                    }
+                })
+            });
+        }
     }
 
     pub fn cancel(&self) {

@@ -91,6 +91,33 @@ fn browser_family(user_agent: &str, os: Option<&str>) -> (Option<&'static str>, 
     (None, None)
 }
 
+/// The engine that renders the page, which decides how it measures best.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenderingEngine {
+    /// Chrome, Edge, Opera, Samsung Internet and the other Chromium browsers.
+    Blink,
+    /// Firefox, except on iOS.
+    Gecko,
+    /// Safari, every browser on iOS whatever its name, WebKitGTK and WPE.
+    WebKit,
+}
+
+/// The rendering engine a user agent names, or `None` when it names none.
+pub fn rendering_engine(user_agent: &str) -> Option<RenderingEngine> {
+    if os_family(user_agent) == Some("iOS") {
+        return Some(RenderingEngine::WebKit);
+    }
+    if user_agent.contains("Chrome/") || user_agent.contains("Chromium/") {
+        Some(RenderingEngine::Blink)
+    } else if user_agent.contains("Gecko/") && user_agent.contains("Firefox/") {
+        Some(RenderingEngine::Gecko)
+    } else if user_agent.contains("AppleWebKit/") {
+        Some(RenderingEngine::WebKit)
+    } else {
+        None
+    }
+}
+
 /// The leading digits of a version (`133` of `133.0.1`).
 fn major_after(version: &str) -> Option<u32> {
     let digits: String = version.chars().take_while(char::is_ascii_digit).collect();
@@ -194,6 +221,57 @@ mod tests {
                 (browser, major, os, mobile),
                 "{ua}"
             );
+            // Every browser the table names has an engine; curl has none.
+            assert_eq!(rendering_engine(ua).is_some(), os.is_some(), "{ua}");
         }
+    }
+
+    #[test]
+    fn every_ios_browser_is_webkit_and_chromium_browsers_are_blink() {
+        use RenderingEngine::*;
+        let cases = [
+            // Chrome, Firefox and Edge on iOS are WebKit underneath.
+            (
+                "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/131.0.6778.73 Mobile/15E148 Safari/604.1",
+                WebKit,
+            ),
+            (
+                "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) FxiOS/133.0 Mobile/15E148 Safari/605.1.15",
+                WebKit,
+            ),
+            (
+                "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/18.1 Safari/605.1.15",
+                WebKit,
+            ),
+            (
+                "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/60.5 Safari/605.1.15",
+                WebKit,
+            ),
+            // Chromium browsers also say AppleWebKit and Safari.
+            (
+                "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.2903.86",
+                Blink,
+            ),
+            (
+                "Mozilla/5.0 (Linux; Android 14; SM-S918B) AppleWebKit/537.36 (KHTML, like Gecko) SamsungBrowser/25.0 Chrome/121.0.0.0 Mobile Safari/537.36",
+                Blink,
+            ),
+            (
+                "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/156.0.0.0 Safari/537.36",
+                Blink,
+            ),
+            (
+                "Mozilla/5.0 (Android 14; Mobile; rv:133.0) Gecko/133.0 Firefox/133.0",
+                Gecko,
+            ),
+            (
+                "Mozilla/5.0 (X11; Linux x86_64; rv:153.0) Gecko/20100101 Firefox/153.0",
+                Gecko,
+            ),
+        ];
+        for (ua, engine) in cases {
+            assert_eq!(rendering_engine(ua), Some(engine), "{ua}");
+        }
+        assert_eq!(rendering_engine("curl/8.5.0"), None);
     }
 }

@@ -59,6 +59,12 @@ impl Engine {
         }
     }
 
+    /// Whether the app measures in its worker in this engine: everywhere but WebKit,
+    /// which carries a worker's fetches through the page's thread anyway.
+    pub fn measures_in_worker(self) -> bool {
+        self != Engine::WebKit
+    }
+
     /// The browser family the app records for this engine on this machine.
     pub fn family(self) -> &'static str {
         match self {

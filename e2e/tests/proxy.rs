@@ -47,7 +47,9 @@ impl Nginx {
             .port();
         let d = dir.path().display();
         let config = format!(
-            r#"worker_processes 1;
+            // One process, no master: killing it when the test ends leaves no worker
+            // behind (an orphaned worker kept the test's output pipe open).
+            r#"master_process off;
 pid {d}/nginx.pid;
 error_log {d}/error.log warn;
 events {{ worker_connections 256; }}

@@ -204,7 +204,15 @@ pub fn app(state: AppState) -> Router {
         // which a delete and a summary behind the results token send.
         .allow_headers(tower_http::cors::AllowHeaders::mirror_request())
         .expose_headers(Any)
-        .max_age(std::time::Duration::from_secs(7200));
+        .max_age(std::time::Duration::from_secs(7200))
+        // Not `Origin`: with `*` every origin gets the same answer. Varying by it would
+        // split the browser's cache between requests that send `Origin` and those that
+        // do not: the engine's worker would download again the bundle the page's module
+        // preload had just cached.
+        .vary([
+            header::ACCESS_CONTROL_REQUEST_METHOD,
+            header::ACCESS_CONTROL_REQUEST_HEADERS,
+        ]);
     let base = state.config.base_path.clone();
     let routes = Router::new()
         .merge(routes::runs::router())

@@ -1,5 +1,6 @@
 //! Serves the built app: files from Trunk's `dist/`, `index.html` for any other path so
-//! the app's own routes work on reload, gzip where it helps.
+//! the app's own routes work on reload, brotli or gzip copies made at build time where the
+//! browser accepts them.
 //!
 //! Every file goes out with a Content-Security-Policy ([`content_security_policy`]) and
 //! `Referrer-Policy: no-referrer`: the page runs only its own scripts and WebAssembly,
@@ -44,32 +45,44 @@ pub fn router(dir: Option<&Path>, base: &str) -> Router<AppState> {
                 .collect()
         })
         .unwrap_or_default();
-    let page = Arc::new(app_page(
-        &std::fs::read_to_string(dir.join("index.html")).unwrap_or_default(),
-        &names,
-        base,
-    ));
-    let policy = content_security_policy(&page);
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
+    let index = read("index.html").unwrap_or_default();
+    let page = Arc::new(app_page(&index, &names, base));
+    // The beta user's page is its own, smaller bundle; a build without it serves the
+    // operator's app there too (it has the study page as well).
+    let run_page = Arc::new(app_page(&read("run.html").unwrap_or(index), &names, base));
+    let policy = content_security_policy(&format!("{page}{run_page}"));
     // A path that names a file (`/favicon.ico`, `/old-bundle.js`) and is not there is a
-    // 404; any other path is one of the app's own pages, so it gets the app.
+    // 404; `/run` is the beta user's page; any other path is one of the operator's pages.
     let app = tower::service_fn(move |request: Request<Body>| {
-        let page = page.clone();
+        let (page, run_page) = (page.clone(), run_page.clone());
         async move {
-            let last_segment = request.uri().path().rsplit('/').next().unwrap_or_default();
-            if last_segment.contains('.') && last_segment != "index.html" {
-                return Ok::<_, Infallible>(StatusCode::NOT_FOUND.into_response());
-            }
-            Ok(Html(page.as_str().to_owned()).into_response())
+            let path = request.uri().path().trim_end_matches('/');
+            let last_segment = path.rsplit('/').next().unwrap_or_default();
+            let html = match last_segment {
+                "run" | "run.html" => run_page,
+                "index.html" => page,
+                _ if last_segment.contains('.') => {
+                    return Ok::<_, Infallible>(StatusCode::NOT_FOUND.into_response());
+                }
+                _ => page,
+            };
+            Ok(Html(html.as_str().to_owned()).into_response())
         }
     });
-    // Never Trunk's own index.html: the page is always the one made for `base`.
+    // Never Trunk's own index.html: the page is always the one made for `base`. The
+    // brotli and gzip copies `cargo xtask` makes beside each file (`app.wasm.br`) go to
+    // browsers that accept them; without them, the compression layer gzips on the fly.
     let files = ServeDir::new(dir)
         .append_index_html_on_directories(false)
+        .precompressed_br()
+        .precompressed_gzip()
         .fallback(app.clone());
     let policy = HeaderValue::from_str(&policy)
         .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
     Router::new()
-        .route_service("/index.html", app)
+        .route_service("/index.html", app.clone())
+        .route_service("/run.html", app)
         .fallback_service(files)
         .layer(CompressionLayer::new())
         .layer(middleware::from_fn(cache_control))
@@ -165,8 +178,10 @@ fn base64(bytes: &[u8]) -> String {
 }
 
 /// Trunk names most assets by their content hash (`app-1a2b3c4d5e6f7a8b.js`): those never
-/// change under the same name. Everything else (`index.html`, the worker's fixed names)
-/// must be revalidated.
+/// change under the same name. Everything else (the pages, any file without a hash)
+/// must be revalidated. Every answer may differ by `Accept-Encoding` (a brotli copy, a
+/// gzip copy or the file itself), and says so, so that no shared cache hands brotli to
+/// a browser that did not ask for it.
 async fn cache_control(request: Request<Body>, next: Next) -> Response<Body> {
     let hashed = is_content_hashed(request.uri().path());
     let mut response = next.run(request).await;
@@ -175,9 +190,15 @@ async fn cache_control(request: Request<Body>, next: Next) -> Response<Body> {
     } else {
         "no-cache"
     };
-    response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static(value));
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static(value));
+    let varies = headers.get_all(header::VARY).iter().any(|v| {
+        v.to_str()
+            .is_ok_and(|v| v.to_ascii_lowercase().contains("accept-encoding"))
+    });
+    if !varies {
+        headers.append(header::VARY, HeaderValue::from_static("accept-encoding"));
+    }
     response
 }
 

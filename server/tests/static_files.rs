@@ -76,6 +76,61 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
             .starts_with("<!doctype html>")
     );
 
+    // The beta user's page is its own bundle, allowed by its own script's digest.
+    std::fs::write(
+        dist.path().join("run.html"),
+        "<!doctype html><title>run</title><script type=\"module\">alert(2)</script>",
+    )
+    .expect("write");
+    let t2 = common::sqlite().await;
+    let with_run = format!(
+        "http://{}",
+        common::serve(common::state_with(
+            &t2.db,
+            firsttoken_server::Config {
+                static_dir: dist.path().to_path_buf(),
+                ..common::config()
+            }
+        ))
+        .await
+    );
+    for path in ["/run", "/run/", "/run.html"] {
+        let run = client
+            .get(format!("{with_run}{path}"))
+            .send()
+            .await
+            .expect("run");
+        assert_eq!(run.status(), 200, "{path}");
+        let policy = run.headers()["content-security-policy"]
+            .to_str()
+            .expect("ascii")
+            .to_owned();
+        // printf 'alert(2)' | openssl dgst -sha256 -binary | base64
+        assert!(
+            policy.contains("'sha256-4axlHpxgDbFzJObpXPFZgZhULrEGgJiud3OwxN9unHg='"),
+            "{policy}"
+        );
+        assert!(
+            run.text()
+                .await
+                .expect("text")
+                .contains("<title>run</title>"),
+            "{path}"
+        );
+    }
+    let operator = client
+        .get(format!("{with_run}/results"))
+        .send()
+        .await
+        .expect("results");
+    assert!(
+        operator
+            .text()
+            .await
+            .expect("text")
+            .contains("<title>firsttoken</title>")
+    );
+
     // A missing file is not the app.
     let missing = client
         .get(format!("{base}/favicon.ico"))
@@ -84,10 +139,10 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
         .expect("missing");
     assert_eq!(missing.status(), 404);
 
-    // The worker has a fixed name, so it must be revalidated.
-    std::fs::write(dist.path().join("engine_worker.js"), "importScripts();").expect("write");
+    // A file with a fixed name (no content hash) must be revalidated.
+    std::fs::write(dist.path().join("robots.txt"), "User-agent: *").expect("write");
     let worker = client
-        .get(format!("{base}/engine_worker.js"))
+        .get(format!("{base}/robots.txt"))
         .send()
         .await
         .expect("worker");
@@ -105,6 +160,80 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
         "public, max-age=31536000, immutable"
     );
     assert_eq!(asset.headers()["content-encoding"], "gzip");
+    assert_eq!(asset.headers()["vary"], "accept-encoding");
+}
+
+/// `cargo xtask` writes `name.br` and `name.gz` beside each file at build time: a browser
+/// that accepts brotli gets the `.br` file as it is, one that accepts only gzip the `.gz`,
+/// any other the file itself; each answer says it varies by `Accept-Encoding`.
+#[tokio::test]
+async fn precompressed_copies_go_to_the_browsers_that_accept_them() {
+    let dist = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dist.path().join("index.html"),
+        "<!doctype html><title>t</title>",
+    )
+    .expect("write");
+    let name = "firsttoken-1a2b3c4d5e6f7a8b_bg.wasm";
+    // The server sends the copies as they are; marker bytes show which one it chose.
+    for (file, bytes) in [
+        (name.to_owned(), b"the wasm itself".as_slice()),
+        (format!("{name}.br"), b"the brotli copy"),
+        (format!("{name}.gz"), b"the gzip copy"),
+    ] {
+        std::fs::write(dist.path().join(file), bytes).expect("write");
+    }
+    let t = common::sqlite().await;
+    let config = firsttoken_server::Config {
+        static_dir: dist.path().to_path_buf(),
+        ..common::config()
+    };
+    let base = format!(
+        "http://{}",
+        common::serve(common::state_with(&t.db, config)).await
+    );
+    let client = reqwest::Client::new();
+    for (accept, encoding, body) in [
+        ("gzip, deflate, br, zstd", Some("br"), "the brotli copy"),
+        ("gzip, deflate", Some("gzip"), "the gzip copy"),
+        ("identity", None, "the wasm itself"),
+    ] {
+        let response = client
+            .get(format!("{base}/{name}"))
+            .header("accept-encoding", accept)
+            .send()
+            .await
+            .expect("asset");
+        assert_eq!(response.status(), 200, "{accept}");
+        let headers = response.headers().clone();
+        assert_eq!(
+            headers
+                .get("content-encoding")
+                .map(|v| v.to_str().expect("ascii")),
+            encoding,
+            "{accept}"
+        );
+        assert_eq!(headers["content-type"], "application/wasm", "{accept}");
+        assert_eq!(headers["vary"], "accept-encoding", "{accept}");
+        // Not by `Origin`: the page's module preload sends it and the engine's worker
+        // does not, and a cache split by it made the worker download the bundle again.
+        let varies: Vec<&str> = headers
+            .get_all("vary")
+            .iter()
+            .map(|v| v.to_str().expect("ascii"))
+            .collect();
+        assert!(
+            !varies
+                .iter()
+                .any(|v| v.split(',').any(|h| h.trim() == "origin")),
+            "{varies:?}"
+        );
+        assert_eq!(
+            headers["cache-control"],
+            "public, max-age=31536000, immutable"
+        );
+        assert_eq!(response.text().await.expect("body"), body, "{accept}");
+    }
 }
 
 #[tokio::test]

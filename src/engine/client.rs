@@ -1,6 +1,6 @@
-//! The page's handle on the engine. The engine runs in a dedicated Web Worker built by
-//! Trunk (`engine_worker.js` beside the app); where a worker cannot start, the same
-//! engine runs on the page, and the run records that it did.
+//! The page's handle on the engine. The engine runs in a dedicated Web Worker that runs
+//! the page's own compiled bundle; where a worker cannot start, the same engine runs on
+//! the page, and the run records that it did.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -8,7 +8,10 @@ use std::rc::Rc;
 use firsttoken_core::Plan;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
-use web_sys::{Blob, BlobPropertyBag, ErrorEvent, MessageEvent, Url, Worker};
+use web_sys::{
+    Blob, BlobPropertyBag, ErrorEvent, HtmlLinkElement, MessageEvent, Url, Worker, WorkerOptions,
+    WorkerType,
+};
 
 use super::control::Drawn;
 use super::protocol::{FromEngine, ToEngine};
@@ -42,7 +45,9 @@ type Handler = Rc<RefCell<dyn FnMut(FromEngine)>>;
 pub enum Placement {
     /// Its own Web Worker: the page's drawing cannot delay its timestamps.
     Worker,
-    /// The page's own thread (for comparison: `?engine=page`).
+    /// The page's own thread: where a worker buys nothing (WebKit), and for comparison
+    /// (`?engine=page`). The page says when it has drawn the running view, and the first
+    /// request waits for that.
     Page,
 }
 
@@ -73,7 +78,7 @@ impl Engine {
     /// the browser tests).
     fn start_on_page(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Self {
         let controls = Controls {
-            drawn: Drawn::awaited(),
+            drawn: Drawn::awaited_from_the_start(),
             ..Controls::default()
         };
         let scope = Scope::current();
@@ -86,6 +91,11 @@ impl Engine {
             .await;
         });
         Engine::Page(controls)
+    }
+
+    /// Whether the engine runs on the page's own thread.
+    pub fn on_page(&self) -> bool {
+        matches!(self, Engine::Page(_))
     }
 
     pub fn cancel(&self) {
@@ -131,23 +141,41 @@ fn post(worker: &Worker, message: &ToEngine) {
     }
 }
 
-/// Starts the worker from a small script that loads Trunk's no-modules build of
-/// `engine_worker`. Messages sent before the worker says Ready would be lost, so the plan
-/// is sent in answer to Ready.
+/// Starts the worker: a module worker that imports the page's own script (Trunk's
+/// `modulepreload` link, so the base path is in it; from the browser's cache) and is
+/// handed the page's own compiled wasm module, whose `main` serves the engine when there
+/// is no window ([`crate::start`]). The worker downloads nothing and compiles nothing: a
+/// second compile of the bundle (Firefox optimizes a whole module on background threads)
+/// took the cores for the first requests and made one read 113 ms late. Messages sent
+/// before the worker says Ready would be lost, so the plan is sent in answer to Ready.
 fn start_worker(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Result<Engine, String> {
-    // Beside the app, under the server's base path whatever page this is.
-    let root = crate::browser::app_root();
-    let script = format!("{root}/engine_worker.js");
-    let wasm = format!("{root}/engine_worker_bg.wasm");
-    let source =
-        js_sys::Array::of1(&format!("importScripts({script:?});wasm_bindgen({wasm:?});").into());
+    let script = own_script().ok_or("the page names no script to load")?;
+    if !module_workers() {
+        return Err("this browser has no module workers".into());
+    }
+    let source = js_sys::Array::of1(
+        &format!(
+            "import init from {script:?};\n\
+             self.onmessage = (event) => {{\n  \
+             self.onmessage = null;\n  \
+             init({{ module_or_path: event.data }});\n\
+             }};\n"
+        )
+        .into(),
+    );
     let options = BlobPropertyBag::new();
     options.set_type("text/javascript");
     let blob = Blob::new_with_str_sequence_and_options(&source, &options)
         .map_err(|_| "cannot make the worker script")?;
     let url = Url::create_object_url_with_blob(&blob).map_err(|_| "cannot make the worker URL")?;
-    let worker = Worker::new(&url).map_err(|e| crate::browser::js_error_text(&e))?;
+    let worker_options = WorkerOptions::new();
+    worker_options.set_type(WorkerType::Module);
+    let worker = Worker::new_with_options(&url, &worker_options)
+        .map_err(|e| crate::browser::js_error_text(&e))?;
     let _ = Url::revoke_object_url(&url);
+    worker
+        .post_message(&wasm_bindgen::module())
+        .map_err(|e| crate::browser::js_error_text(&e))?;
 
     let pending = RefCell::new(Some((plan, tag)));
     let on_message = {
@@ -178,4 +206,45 @@ fn start_worker(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Resu
         _on_message: on_message,
         _on_error: on_error,
     })
+}
+
+/// The absolute URL of this page's script, from the link Trunk writes in the page's head
+/// (the server has put its base path in it).
+fn own_script() -> Option<String> {
+    let document = web_sys::window()?.document()?;
+    let link: HtmlLinkElement = document
+        .query_selector("link[rel=modulepreload]")
+        .ok()??
+        .dyn_into()
+        .ok()?;
+    Some(link.href()).filter(|h| !h.is_empty())
+}
+
+/// Whether this browser starts module workers (Firefox before 114 and Safari before 15
+/// do not, and would run the worker's `import` as a classic script, which fails after
+/// the worker has started). The test is the usual one: a browser that knows worker
+/// types reads the options' `type`.
+fn module_workers() -> bool {
+    let asked = std::rc::Rc::new(std::cell::Cell::new(false));
+    let getter = {
+        let asked = asked.clone();
+        Closure::<dyn FnMut() -> JsValue>::new(move || {
+            asked.set(true);
+            JsValue::from_str("classic")
+        })
+    };
+    let options = js_sys::Object::new();
+    let descriptor = js_sys::Object::new();
+    let _ = js_sys::Reflect::set(&descriptor, &"get".into(), getter.as_ref());
+    let _ = js_sys::Object::define_property(&options, &"type".into(), &descriptor);
+    let empty = Blob::new_with_str_sequence(&js_sys::Array::new())
+        .ok()
+        .and_then(|blob| Url::create_object_url_with_blob(&blob).ok());
+    if let Some(url) = empty {
+        if let Ok(worker) = Worker::new_with_options(&url, options.unchecked_ref()) {
+            worker.terminate();
+        }
+        let _ = Url::revoke_object_url(&url);
+    }
+    asked.get()
 }

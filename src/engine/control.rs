@@ -115,6 +115,16 @@ impl Drawn {
         }))
     }
 
+    /// The same gate, closed until the page's first word: the page is drawing the view
+    /// the run is shown in, and the engine on the page's own thread would read its first
+    /// request late by that drawing.
+    pub fn awaited_from_the_start() -> Self {
+        Self(Rc::new(DrawnState {
+            awaited: true,
+            pending: Cell::new(true),
+        }))
+    }
+
     /// Samples were just sent to the page.
     pub fn sent(&self) {
         self.0.pending.set(self.0.awaited);

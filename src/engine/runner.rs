@@ -35,6 +35,8 @@ pub async fn run_plan(
     controls: &Controls,
     mut emit: impl FnMut(FromEngine),
 ) -> Vec<Sample> {
+    // A page that draws the run may still be drawing its first view.
+    controls.drawn.wait(scope, &controls.cancel).await;
     let performance = scope.performance();
     timing::enlarge_buffer(&performance);
     timing::clear(&performance);

@@ -2,6 +2,7 @@
 //! `cargo xtask test` runs every check CI runs. Both install what is missing first.
 
 mod bench;
+mod compress;
 mod run;
 mod shell;
 mod test;

@@ -76,15 +76,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `trunk build --release` into `dist/`, offline, with the wasm-opt xtask installed.
+/// Builds the two bundles with `trunk build --release`, offline, with the wasm-opt xtask
+/// installed: the operator's pages (`index.html`) into `dist/`, the beta user's page
+/// (`run.html`) into `target/trunk-run/`, whose files are then copied beside the first
+/// (content-hashed names never collide; the stylesheet is the same file). Then the brotli
+/// and gzip copies the server sends ([`crate::compress`]).
 pub fn build_app() -> anyhow::Result<()> {
     // Trunk is offline and passes --offline to cargo: the crates must be here first.
     shell::run(cargo().args(["fetch", "--quiet"]))?;
-    shell::run(
-        Command::new("trunk")
-            .args(["build", "--release"])
-            .env("PATH", tools::path_with_tools())
-            .env("TRUNK_SKIP_VERSION_CHECK", "true")
-            .env("NO_COLOR", "true"),
-    )
+    let root = shell::workspace_root();
+    let run_dist = root.join("target/trunk-run");
+    for (html, dist) in [
+        ("index.html", root.join("dist")),
+        ("run.html", run_dist.clone()),
+    ] {
+        shell::run(
+            Command::new("trunk")
+                .args([
+                    "build",
+                    html,
+                    "--release=true",
+                    "--html-output",
+                    html,
+                    "--dist",
+                ])
+                .arg(&dist)
+                .env("PATH", tools::path_with_tools())
+                .env("TRUNK_SKIP_VERSION_CHECK", "true")
+                .env("NO_COLOR", "true"),
+        )?;
+    }
+    for entry in std::fs::read_dir(&run_dist).context("reading the run bundle")? {
+        let path = entry?.path();
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        if path.is_file() && name != ".trunk-lock" {
+            std::fs::copy(&path, root.join("dist").join(name))
+                .with_context(|| format!("copying {}", path.display()))?;
+        }
+    }
+    crate::compress::precompress(&root.join("dist"))
 }
