@@ -5,6 +5,7 @@
 //! Every driver is started from the path `cargo xtask` installed it at: a client that
 //! looks for one by itself waits forever on a machine without internet.
 
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -84,6 +85,39 @@ pub struct Browser {
     pub driver: WebDriver,
     pub engine: Engine,
     process: DriverProcess,
+    /// Firefox's profile ([`firefox_profile`]) or WebKitGTK's configuration
+    /// ([`gtk_config`]), removed once the browser has ended.
+    _profile: Option<tempfile::TempDir>,
+}
+
+/// A GTK configuration (`XDG_CONFIG_HOME`) under which WebKitGTK's MiniBrowser window can
+/// be as narrow as a phone: its toolbar's buttons and address field otherwise hold it at
+/// 447 CSS px or more. It styles the browser's own widgets, not the page.
+fn gtk_config() -> anyhow::Result<tempfile::TempDir> {
+    let config = tempfile::tempdir()?;
+    std::fs::create_dir(config.path().join("gtk-3.0"))?;
+    std::fs::write(
+        config.path().join("gtk-3.0/gtk.css"),
+        "* { min-width: 0; padding: 0; margin: 0; }\n",
+    )?;
+    Ok(config)
+}
+
+/// A Firefox profile whose window can be as narrow as a phone: Firefox's own toolbars
+/// give its window a minimum width of about 450–500 CSS px, which a style sheet for the
+/// browser's chrome (`userChrome.css`, read when the profile allows it) lifts.
+fn firefox_profile() -> anyhow::Result<tempfile::TempDir> {
+    let profile = tempfile::tempdir()?;
+    std::fs::write(
+        profile.path().join("user.js"),
+        "user_pref(\"toolkit.legacyUserProfileCustomizations.stylesheets\", true);\n",
+    )?;
+    std::fs::create_dir(profile.path().join("chrome"))?;
+    std::fs::write(
+        profile.path().join("chrome/userChrome.css"),
+        "* { min-width: 0 !important; }\n",
+    )?;
+    Ok(profile)
 }
 
 /// Kills the driver (and, for WebKit, the X server `xvfb-run` started) when dropped.
@@ -114,10 +148,16 @@ fn path_from(variable: &str, default: &str) -> String {
 }
 
 /// Starts a driver process, in a process group of its own so that all of it can be ended.
-fn spawn_driver(program: &str, args: &[String], hint: &str) -> anyhow::Result<DriverProcess> {
+fn spawn_driver(
+    program: &str,
+    args: &[String],
+    env: &[(&str, &Path)],
+    hint: &str,
+) -> anyhow::Result<DriverProcess> {
     let mut command = Command::new(program);
     command
         .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut command, 0);
@@ -146,12 +186,14 @@ impl Browser {
         let process = spawn_driver(
             &chromedriver,
             &[format!("--port={port}")],
+            &[],
             "`cargo xtask test` installs chromium-driver",
         )?;
         let browser = Self {
             driver: connect(port, chromium_capabilities(viewport, flags)?).await?,
             engine: Engine::Chromium,
             process,
+            _profile: None,
         };
         browser.emulate(viewport).await?;
         Ok(browser)
@@ -163,24 +205,29 @@ impl Browser {
     /// viewport is a narrow window, not a touch device.
     pub async fn start_engine(engine: Engine, viewport: Viewport) -> anyhow::Result<Self> {
         let port = free_port()?;
-        let (process, capabilities) = match engine {
+        let (process, capabilities, profile) = match engine {
             Engine::Chromium => return Self::start(viewport).await,
             Engine::Firefox => {
                 let geckodriver = path_from("GECKODRIVER", "/root/.cargo/bin/geckodriver");
                 let process = spawn_driver(
                     &geckodriver,
                     &[format!("--port={port}"), "--host=127.0.0.1".into()],
+                    &[],
                     "`cargo xtask test` installs it with cargo install geckodriver",
                 )?;
                 let mut caps = DesiredCapabilities::firefox();
                 caps.set_firefox_binary(&path_from("FIREFOX", "/usr/bin/firefox-esr"))?;
                 caps.add_arg("-headless")?;
+                let profile = firefox_profile()?;
+                caps.add_arg("-profile")?;
+                caps.add_arg(&profile.path().display().to_string())?;
                 caps.add_arg(&format!("--width={}", viewport.width))?;
                 caps.add_arg(&format!("--height={}", viewport.height))?;
-                (process, Capabilities::from(caps))
+                (process, Capabilities::from(caps), profile)
             }
             Engine::WebKit => {
                 let webkit_driver = path_from("WEBKIT_DRIVER", "/usr/bin/WebKitWebDriver");
+                let config = gtk_config()?;
                 let process = spawn_driver(
                     &path_from("XVFB_RUN", "/usr/bin/xvfb-run"),
                     &[
@@ -190,6 +237,7 @@ impl Browser {
                         webkit_driver,
                         format!("--port={port}"),
                     ],
+                    &[("XDG_CONFIG_HOME", config.path())],
                     "`cargo xtask test` installs xvfb and webkit2gtk-driver",
                 )?;
                 let mut caps = Capabilities::new();
@@ -204,13 +252,14 @@ impl Browser {
                         "args": ["--automation"],
                     }),
                 )?;
-                (process, caps)
+                (process, caps, config)
             }
         };
         let browser = Self {
             driver: connect(port, capabilities).await?,
             engine,
             process,
+            _profile: Some(profile),
         };
         browser.fit_window(viewport).await?;
         Ok(browser)
@@ -218,10 +267,9 @@ impl Browser {
 
     /// Sizes a Firefox or WebKit window so that the page inside it is `viewport`, as near
     /// as the engine's smallest window allows: the window is set, the page's own size
-    /// read, and the window corrected by the difference (its toolbars). Neither engine
-    /// makes a window narrower than about 450–490 CSS pixels here; Firefox's limit is in
-    /// CSS pixels, so drawing each on more device pixels (`layout.css.devPixelsPerPx`)
-    /// does not help either.
+    /// read, and the window corrected by the difference (its toolbars). Both windows can
+    /// be a phone's width: Firefox's profile ([`firefox_profile`]) and MiniBrowser's GTK
+    /// style ([`gtk_config`]) lift their toolbars' minimum widths.
     async fn fit_window(&self, viewport: Viewport) -> anyhow::Result<()> {
         let (mut width, mut height) = (viewport.width, viewport.height);
         for _ in 0..3 {

@@ -43,6 +43,13 @@ async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
         .wait_for_text("[data-testid=study-title]", WAIT, |t| !t.is_empty())
         .await?;
     assert_eq!(title, study.title);
+    // The page is a phone's width in both engines (their toolbars' minimum widths lifted;
+    // see `Browser::start_engine`).
+    let width: i64 = driver
+        .execute("return window.innerWidth", Vec::new())
+        .await?
+        .convert()?;
+    assert_eq!(width, i64::from(PHONE.width), "the page's width");
     browser.screenshot(&shot("1-landing")).await?;
     for control in ["network-wifi", "consent", "start-button"] {
         driver
