@@ -2,6 +2,22 @@
 
 mod common;
 
+/// A server on a free port serving the app built in `static_dir`, with its settings
+/// changed by `edit`: its address (`http://…`) and the database it keeps.
+async fn serve_app(
+    static_dir: &std::path::Path,
+    edit: impl FnOnce(&mut firsttoken_server::Config),
+) -> (String, common::TestDb) {
+    let t = common::sqlite().await;
+    let mut config = firsttoken_server::Config {
+        static_dir: static_dir.to_path_buf(),
+        ..common::config()
+    };
+    edit(&mut config);
+    let address = common::serve(common::state_with(&t.db, config)).await;
+    (format!("http://{address}"), t)
+}
+
 #[tokio::test]
 async fn serves_the_app_and_its_routes_with_sound_caching() {
     let dist = tempfile::tempdir().expect("dir");
@@ -18,15 +34,7 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
         "console.log('firsttoken');".repeat(20),
     )
     .expect("write");
-    let t = common::sqlite().await;
-    let config = firsttoken_server::Config {
-        static_dir: dist.path().to_path_buf(),
-        ..common::config()
-    };
-    let base = format!(
-        "http://{}",
-        common::serve(common::state_with(&t.db, config)).await
-    );
+    let (base, _t) = serve_app(dist.path(), |_| {}).await;
     let client = reqwest::Client::new();
 
     let index = client.get(format!("{base}/")).send().await.expect("index");
@@ -82,18 +90,7 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
         "<!doctype html><title>run</title><script type=\"module\">alert(2)</script>",
     )
     .expect("write");
-    let t2 = common::sqlite().await;
-    let with_run = format!(
-        "http://{}",
-        common::serve(common::state_with(
-            &t2.db,
-            firsttoken_server::Config {
-                static_dir: dist.path().to_path_buf(),
-                ..common::config()
-            }
-        ))
-        .await
-    );
+    let (with_run, _t2) = serve_app(dist.path(), |_| {}).await;
     for path in ["/run", "/run/", "/run.html"] {
         let run = client
             .get(format!("{with_run}{path}"))
@@ -183,15 +180,7 @@ async fn precompressed_copies_go_to_the_browsers_that_accept_them() {
     ] {
         std::fs::write(dist.path().join(file), bytes).expect("write");
     }
-    let t = common::sqlite().await;
-    let config = firsttoken_server::Config {
-        static_dir: dist.path().to_path_buf(),
-        ..common::config()
-    };
-    let base = format!(
-        "http://{}",
-        common::serve(common::state_with(&t.db, config)).await
-    );
+    let (base, _t) = serve_app(dist.path(), |_| {}).await;
     let client = reqwest::Client::new();
     for (accept, encoding, body) in [
         ("gzip, deflate, br, zstd", Some("br"), "the brotli copy"),
@@ -238,15 +227,7 @@ async fn precompressed_copies_go_to_the_browsers_that_accept_them() {
 
 #[tokio::test]
 async fn without_a_built_app_the_root_says_how_to_build_it() {
-    let t = common::sqlite().await;
-    let config = firsttoken_server::Config {
-        static_dir: "/nonexistent".into(),
-        ..common::config()
-    };
-    let base = format!(
-        "http://{}",
-        common::serve(common::state_with(&t.db, config)).await
-    );
+    let (base, _t) = serve_app(std::path::Path::new("/nonexistent"), |_| {}).await;
     let response = reqwest::get(format!("{base}/")).await.expect("response");
     assert_eq!(response.status(), 503);
     assert!(
@@ -275,16 +256,7 @@ async fn under_a_base_path_everything_is_there_and_nothing_outside() {
         "export default 1;",
     )
     .expect("write");
-    let t = common::sqlite().await;
-    let config = firsttoken_server::Config {
-        static_dir: dist.path().to_path_buf(),
-        base_path: "/firsttoken".into(),
-        ..common::config()
-    };
-    let root = format!(
-        "http://{}",
-        common::serve(common::state_with(&t.db, config)).await
-    );
+    let (root, _t) = serve_app(dist.path(), |c| c.base_path = "/firsttoken".into()).await;
     let client = reqwest::Client::new();
     let get = |path: &str| client.get(format!("{root}{path}")).send();
 
