@@ -500,7 +500,7 @@ impl Server {
     /// Runs stored from honest run number `first` on.
     async fn stored_since(&self, first: u64, db_url: &str) -> anyhow::Result<u64> {
         let db = Db::connect(db_url).await?;
-        let Db::Sqlite(pool) = &db else {
+        let firsttoken_server::db::Pool::Sqlite(pool) = db.pool() else {
             anyhow::bail!("the benchmark runs on SQLite");
         };
         // Honest runs are numbered from 0; the stored fill is numbered from 2^40.

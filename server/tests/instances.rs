@@ -4,17 +4,17 @@
 mod common;
 
 use firsttoken_server::Db;
-use firsttoken_server::db::Table;
+use firsttoken_server::db::{Pool, Table};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_on_one_database_lose_nothing_and_store_nothing_twice() {
     for t in common::databases().await {
         // The second instance opens the same database through a pool of its own.
-        let second = match &t.db {
-            Db::Postgres(pool) => Db::connect_postgres(pool.connect_options().as_ref().clone())
+        let second = match t.db.pool() {
+            Pool::Postgres(pool) => Db::connect_postgres(pool.connect_options().as_ref().clone())
                 .await
                 .expect("second pool"),
-            Db::Sqlite(pool) => {
+            Pool::Sqlite(pool) => {
                 let file = pool.connect_options().get_filename().display().to_string();
                 Db::connect(&format!("sqlite://{file}"))
                     .await

@@ -11,7 +11,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use firsttoken_core::{Run, Sample};
+use firsttoken_core::Run;
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -21,16 +21,18 @@ use sqlx::{QueryBuilder, Row};
 pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
 pub use firsttoken_core::summary::Row as SummaryRow;
 
-/// Runs `$body` with `$pool` bound to whichever pool `$db` holds. The body is compiled
-/// once per backend, so it may use each backend's own types.
+/// Runs `$body` with `$pool` bound to whichever pool `$db` (a [`Db`] or a [`Pool`])
+/// holds. The body is compiled once per backend, so it may use each backend's own types.
 macro_rules! with_pool {
     ($db:expr, |$pool:ident| $body:expr) => {
-        match $db {
-            Db::Sqlite($pool) => $body,
-            Db::Postgres($pool) => $body,
+        match $db.as_pool() {
+            Pool::Sqlite($pool) => $body,
+            Pool::Postgres($pool) => $body,
         }
     };
 }
+
+mod write;
 
 /// What storing a run did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,19 +54,50 @@ pub enum Deleted {
     WrongToken,
 }
 
-/// The database behind the collector.
+/// The database behind the collector: its connections, and the one task that writes
+/// uploads ([`write`]). Clones share both.
 #[derive(Debug, Clone)]
-pub enum Db {
+pub struct Db {
+    pool: Pool,
+    writer: write::Writer,
+}
+
+/// The connections to whichever database the collector uses.
+#[derive(Debug, Clone)]
+pub enum Pool {
     Sqlite(SqlitePool),
     Postgres(PgPool),
 }
 
-/// Bound parameters per sample row, and how many rows one INSERT may carry (SQLite allows
-/// 32766 parameters per statement, PostgreSQL 65535).
-const SAMPLE_COLUMNS: usize = 33;
-const SAMPLES_PER_INSERT: usize = 32_766 / SAMPLE_COLUMNS;
+impl Pool {
+    fn as_pool(&self) -> &Pool {
+        self
+    }
+}
 
 impl Db {
+    /// The database behind `pool`, with its writer task started (on the current Tokio
+    /// runtime).
+    pub fn new(pool: Pool) -> Self {
+        let writer = write::Writer::start(pool.clone());
+        Self { pool, writer }
+    }
+
+    /// Its connections, for what the collector itself does not do (tests, benchmarks).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    fn as_pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Transactions that stored uploads, so far: uploads stored over this is how many
+    /// shared each commit.
+    pub fn commits(&self) -> u64 {
+        self.writer.commits()
+    }
+
     /// Opens the database at `url` (`sqlite://path/file.db`, created when missing, or
     /// `postgres://user@host/db`) and brings its schema up to date.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
@@ -94,7 +127,7 @@ impl Db {
             .run(&pool)
             .await
             .context("cannot bring the PostgreSQL schema up to date")?;
-        Ok(Self::Postgres(pool))
+        Ok(Self::new(Pool::Postgres(pool)))
     }
 
     async fn connect_sqlite(url: &str) -> anyhow::Result<Self> {
@@ -119,29 +152,29 @@ impl Db {
             .run(&pool)
             .await
             .context("cannot bring the SQLite schema up to date")?;
-        Ok(Self::Sqlite(pool))
+        Ok(Self::new(Pool::Sqlite(pool)))
     }
 
     /// `sqlite` or `postgres`.
     pub fn backend(&self) -> &'static str {
-        match self {
-            Db::Sqlite(_) => "sqlite",
-            Db::Postgres(_) => "postgres",
+        match self.pool {
+            Pool::Sqlite(_) => "sqlite",
+            Pool::Postgres(_) => "postgres",
         }
     }
 
     /// Bytes the stored data takes: the SQLite file's pages in use, or the PostgreSQL
     /// tables with their indexes.
     pub async fn storage_bytes(&self) -> anyhow::Result<u64> {
-        let bytes: i64 = match self {
-            Db::Sqlite(pool) => {
+        let bytes: i64 = match &self.pool {
+            Pool::Sqlite(pool) => {
                 sqlx::query_scalar(
                     "SELECT (SELECT page_count FROM pragma_page_count()) * (SELECT page_size FROM pragma_page_size())",
                 )
                 .fetch_one(pool)
                 .await?
             }
-            Db::Postgres(pool) => {
+            Pool::Postgres(pool) => {
                 sqlx::query_scalar(
                     "SELECT (COALESCE(pg_total_relation_size(to_regclass('runs')), 0) \
                      + COALESCE(pg_total_relation_size(to_regclass('samples')), 0))::BIGINT",
@@ -167,7 +200,8 @@ impl Db {
             .is_ok())
     }
 
-    /// Stores a validated run, once. `record` is its JSON serialization;
+    /// Stores a validated run, once, and answers when it is on disk (its transaction,
+    /// shared with other uploads, has committed). `record` is its JSON serialization;
     /// `delete_token_sha256` is the digest of the uploader's own delete token (lowercase
     /// hex), or `None` for the collector to make a token and answer with it.
     pub async fn insert_run(
@@ -177,8 +211,7 @@ impl Db {
         received_at_ms: i64,
         delete_token_sha256: Option<&str>,
     ) -> anyhow::Result<Stored> {
-        let sha = sha256_hex(record.as_bytes());
-        let (delete_token, token_sha) = match delete_token_sha256 {
+        let (delete_token, delete_token_sha256) = match delete_token_sha256 {
             Some(digest) => (None, digest.to_owned()),
             None => {
                 let token = random_token()?;
@@ -186,110 +219,16 @@ impl Db {
                 (Some(token), digest)
             }
         };
-        let main = run.main_target();
-        let inserted = with_pool!(self, |pool| {
-            let mut tx = pool.begin().await?;
-            let mut insert = QueryBuilder::new(
-                "INSERT INTO runs (run_id, received_at_ms, started_at_ms, schema_version, app_version, \
-                 target_label, target_origin, target_version, dialect, demo, network, effective_type, \
-                 browser, browser_major, os, mobile, sample_count, record_sha256, record, delete_token_sha256, \
-                 study) ",
-            );
-            insert.push_values([()], |mut row, ()| {
-                row.push_bind(run.run_id.clone())
-                    .push_bind(received_at_ms)
-                    .push_bind(i64::try_from(run.started_at_ms).unwrap_or(i64::MAX))
-                    .push_bind(i64::from(run.schema_version))
-                    .push_bind(run.app_version.clone())
-                    .push_bind(main.label.clone())
-                    .push_bind(main.origin.clone())
-                    .push_bind(main.version.clone())
-                    .push_bind(main.dialect.name().to_owned())
-                    .push_bind(main.demo)
-                    .push_bind(run.client.network.name().to_owned())
-                    .push_bind(run.client.effective_type.clone())
-                    .push_bind(run.client.browser.clone())
-                    .push_bind(run.client.browser_major.map(i64::from))
-                    .push_bind(run.client.os.clone())
-                    .push_bind(run.client.mobile)
-                    .push_bind(run.samples.len() as i64)
-                    .push_bind(sha.clone())
-                    .push_bind(record.to_owned())
-                    .push_bind(token_sha.clone())
-                    .push_bind(run.study_id.clone());
-            });
-            insert.push(" ON CONFLICT (run_id) DO NOTHING");
-            let inserted = insert
-                .build()
-                .execute(&mut *tx)
-                .await
-                .context("inserting the run")?;
-            if inserted.rows_affected() == 0 {
-                let mut select =
-                    QueryBuilder::new("SELECT record_sha256 FROM runs WHERE run_id = ");
-                select.push_bind(run.run_id.clone());
-                let stored: String = select.build_query_scalar().fetch_one(&mut *tx).await?;
-                return Ok(if stored == sha {
-                    Stored::AlreadyStored
-                } else {
-                    Stored::IdTaken
-                });
-            }
-            for batch in run.samples.chunks(SAMPLES_PER_INSERT) {
-                let mut insert = QueryBuilder::new(
-                    "INSERT INTO samples (run_id, idx, received_at_ms, phase, concurrency, batch, idle_ms, \
-                     scenario, target, target_label, target_version, target_demo, network, effective_type, \
-                     browser, os, mobile, start_ms, status, error, headers_ms, ttfb_ms, ttft_ms, ttft_any_ms, \
-                     last_token_ms, e2e_ms, output_chunks, input_tokens, output_tokens, conn_reused, \
-                     protocol, hidden, study) ",
-                );
-                insert.push_values(batch, |mut row, s: &Sample| {
-                    let target = run.targets.get(s.target as usize).unwrap_or(main);
-                    let usage = s.usage.unwrap_or_default();
-                    row.push_bind(run.run_id.clone())
-                        .push_bind(i64::from(s.index))
-                        .push_bind(received_at_ms)
-                        .push_bind(s.phase.name().to_owned())
-                        .push_bind(i64::from(s.concurrency))
-                        .push_bind(s.batch.map(i64::from))
-                        .push_bind(s.idle_ms.map(i64::from))
-                        .push_bind(s.scenario.clone())
-                        .push_bind(i64::from(s.target))
-                        .push_bind(target.label.clone())
-                        .push_bind(target.version.clone())
-                        .push_bind(target.demo)
-                        .push_bind(run.client.network.name().to_owned())
-                        .push_bind(run.client.effective_type.clone())
-                        .push_bind(run.client.browser.clone())
-                        .push_bind(run.client.os.clone())
-                        .push_bind(run.client.mobile)
-                        .push_bind(s.start_ms)
-                        .push_bind(i64::from(s.status))
-                        .push_bind(s.error.map(|e| e.name().to_owned()))
-                        .push_bind(s.headers_ms)
-                        .push_bind(s.ttfb_ms)
-                        .push_bind(s.ttft_ms)
-                        .push_bind(s.ttft_any_ms)
-                        .push_bind(s.last_token_ms)
-                        .push_bind(s.e2e_ms)
-                        .push_bind(i64::from(s.output_chunks))
-                        .push_bind(usage.input_tokens.map(|t| t as i64))
-                        .push_bind(usage.output_tokens.map(|t| t as i64))
-                        .push_bind(s.conn.as_ref().and_then(|c| c.reused))
-                        .push_bind(s.conn.as_ref().and_then(|c| c.protocol.clone()))
-                        .push_bind(s.hidden)
-                        .push_bind(run.study_id.clone());
-                });
-                insert
-                    .build()
-                    .execute(&mut *tx)
-                    .await
-                    .context("inserting samples")?;
-            }
-            tx.commit().await?;
-            anyhow::Ok(Stored::Created { delete_token })
-        })?;
-        Ok(inserted)
+        self.writer
+            .store(write::Upload {
+                run: run.clone(),
+                record: record.to_owned(),
+                record_sha256: sha256_hex(record.as_bytes()),
+                received_at_ms,
+                delete_token_sha256,
+                delete_token,
+            })
+            .await
     }
 
     /// The stored record of a run, as JSON.

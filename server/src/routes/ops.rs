@@ -103,7 +103,13 @@ async fn metrics(State(state): State<AppState>) -> Response {
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        state.metrics.render(),
+        format!(
+            "{}# HELP firsttoken_upload_commits_total Transactions that stored uploads (several uploads share one when they arrive together).\n\
+             # TYPE firsttoken_upload_commits_total counter\n\
+             firsttoken_upload_commits_total {}\n",
+            state.metrics.render(),
+            state.db.commits()
+        ),
     )
         .into_response()
 }

@@ -1,0 +1,346 @@
+//! Group commit: one task writes every upload, many uploads per transaction.
+//!
+//! SQLite has a single writer. With each upload in a transaction of its own, concurrent
+//! uploads queue on the database's write lock and wait in its busy handler, which sleeps
+//! (hundreds of ms at the tail); each commit also pays its own fsync. Here each upload is
+//! handed to one [`Writer`] task and answered only once the transaction holding it has
+//! committed, so "stored" still means on disk. While one transaction commits, the uploads
+//! that arrive meanwhile queue, and the next transaction takes them all: the busier the
+//! collector, the more uploads share each commit, and no upload waits for more than the
+//! commit before its own. PostgreSQL gets the same writer (fewer commits, fewer round
+//! trips); several collector instances each have their own.
+//!
+//! One bad upload cannot fail the others: when a shared transaction fails, its uploads
+//! are written again one transaction each, and only the one that fails is answered with
+//! the error.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use anyhow::Context;
+use firsttoken_core::{Run, Sample};
+use sqlx::QueryBuilder;
+use tokio::sync::{Mutex, mpsc, oneshot};
+
+use super::{Pool, Stored};
+
+/// Uploads waiting for the writer. A full queue makes the next upload wait (its handler
+/// holds it); with at most this many queued, memory stays bounded by the upload size.
+const QUEUE: usize = 256;
+/// At most this many uploads, and about this many samples, in one transaction: a bound on
+/// the transaction's size and on how long the first upload in it waits for the last.
+const RUNS_PER_COMMIT: usize = 64;
+const SAMPLES_PER_COMMIT: usize = 20_000;
+
+/// Writers side by side on PostgreSQL (each holds one of the pool's 16 connections while
+/// it writes).
+const POSTGRES_WRITERS: usize = 4;
+
+/// Bound parameters per sample row, and how many rows one INSERT may carry (SQLite allows
+/// 32766 parameters per statement, PostgreSQL 65535).
+const SAMPLE_COLUMNS: usize = 33;
+const SAMPLES_PER_INSERT: usize = 32_766 / SAMPLE_COLUMNS;
+
+/// A run ready to store, with everything the writer needs.
+#[derive(Debug)]
+pub(super) struct Upload {
+    pub run: Run,
+    /// The run as the collector serializes it, and its SHA-256 (lowercase hex).
+    pub record: String,
+    pub record_sha256: String,
+    pub received_at_ms: i64,
+    pub delete_token_sha256: String,
+    /// The delete token the collector made, when it made one (the answer carries it).
+    pub delete_token: Option<String>,
+}
+
+struct Job {
+    upload: Upload,
+    stored: oneshot::Sender<anyhow::Result<Stored>>,
+}
+
+/// The handle to the writer task; clones share it. The task ends when every handle is
+/// dropped, after writing what was queued.
+#[derive(Debug, Clone)]
+pub(super) struct Writer {
+    jobs: mpsc::Sender<Job>,
+    commits: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("run_id", &self.upload.run.run_id)
+            .finish()
+    }
+}
+
+impl Writer {
+    /// Starts the writer task on the current Tokio runtime.
+    pub fn start(pool: Pool) -> Self {
+        let (jobs, queue) = mpsc::channel(QUEUE);
+        let queue = Arc::new(Mutex::new(queue));
+        let commits = Arc::new(AtomicU64::new(0));
+        // SQLite writes one transaction at a time whatever we do; PostgreSQL writes
+        // several side by side, each on a connection of its own.
+        let writers = match pool {
+            Pool::Sqlite(_) => 1,
+            Pool::Postgres(_) => POSTGRES_WRITERS,
+        };
+        for _ in 0..writers {
+            tokio::spawn(write_forever(pool.clone(), queue.clone(), commits.clone()));
+        }
+        Self { jobs, commits }
+    }
+
+    /// Transactions committed so far (each holding one or more uploads).
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Stores `upload` and answers once its transaction has committed.
+    pub async fn store(&self, upload: Upload) -> anyhow::Result<Stored> {
+        let (stored, answer) = oneshot::channel();
+        self.jobs
+            .send(Job { upload, stored })
+            .await
+            .map_err(|_| anyhow::anyhow!("the database writer has stopped"))?;
+        answer
+            .await
+            .map_err(|_| anyhow::anyhow!("the database writer stopped before answering"))?
+    }
+}
+
+/// One writer: takes what is queued (waiting for the first upload), writes it, answers.
+/// Writers take turns at the queue, so each batch is whatever queued while the others
+/// were writing.
+async fn write_forever(
+    pool: Pool,
+    queue: Arc<Mutex<mpsc::Receiver<Job>>>,
+    commits: Arc<AtomicU64>,
+) {
+    loop {
+        let batch = {
+            let mut queue = queue.lock().await;
+            let Some(first) = queue.recv().await else {
+                return;
+            };
+            let mut samples = first.upload.run.samples.len();
+            let mut batch = vec![first];
+            while batch.len() < RUNS_PER_COMMIT && samples < SAMPLES_PER_COMMIT {
+                match queue.try_recv() {
+                    Ok(job) => {
+                        samples += job.upload.run.samples.len();
+                        batch.push(job);
+                    }
+                    Err(_) => break,
+                }
+            }
+            batch
+        };
+        let uploads: Vec<&Upload> = batch.iter().map(|j| &j.upload).collect();
+        let outcomes = match write(&pool, &uploads).await {
+            Ok(stored) => {
+                commits.fetch_add(1, Ordering::Relaxed);
+                stored.into_iter().map(Ok).collect()
+            }
+            Err(e) if uploads.len() == 1 => vec![Err(e)],
+            Err(e) => {
+                tracing::warn!(
+                    uploads = uploads.len(),
+                    error = %format!("{e:#}"),
+                    "a shared transaction failed: writing its uploads one by one"
+                );
+                let mut outcomes = Vec::with_capacity(uploads.len());
+                for upload in &uploads {
+                    let outcome = write(&pool, &[upload]).await.map(|mut s| s.remove(0));
+                    if outcome.is_ok() {
+                        commits.fetch_add(1, Ordering::Relaxed);
+                    }
+                    outcomes.push(outcome);
+                }
+                outcomes
+            }
+        };
+        for (job, outcome) in batch.into_iter().zip(outcomes) {
+            // The uploader may have gone (its connection closed): what committed stays.
+            let _ = job.stored.send(outcome);
+        }
+    }
+}
+
+/// Writes `uploads` in one transaction; what each became, in order.
+async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> {
+    // The first upload of each run id is the one inserted; a later one in the same
+    // transaction is compared with it, as if it had come after the commit.
+    let mut first_of: HashMap<&str, usize> = HashMap::new();
+    for (i, upload) in uploads.iter().enumerate() {
+        first_of.entry(upload.run.run_id.as_str()).or_insert(i);
+    }
+    let mut firsts: Vec<&Upload> = uploads
+        .iter()
+        .enumerate()
+        .filter(|(i, u)| first_of[u.run.run_id.as_str()] == *i)
+        .map(|(_, u)| *u)
+        .collect();
+    // Rows inserted in id order: two PostgreSQL writers storing the same ids lock them in
+    // the same order, so one waits for the other instead of deadlocking.
+    firsts.sort_by(|a, b| a.run.run_id.cmp(&b.run.run_id));
+
+    let (created, earlier): (HashSet<String>, HashMap<String, String>) = with_pool!(pool, |p| {
+        let mut tx = p.begin().await?;
+        let mut insert = QueryBuilder::new(
+            "INSERT INTO runs (run_id, received_at_ms, started_at_ms, schema_version, app_version, \
+             target_label, target_origin, target_version, dialect, demo, network, effective_type, \
+             browser, browser_major, os, mobile, sample_count, record_sha256, record, delete_token_sha256, \
+             study) ",
+        );
+        insert.push_values(&firsts, |mut row, u| {
+            let (run, main) = (&u.run, u.run.main_target());
+            row.push_bind(run.run_id.as_str())
+                .push_bind(u.received_at_ms)
+                .push_bind(i64::try_from(run.started_at_ms).unwrap_or(i64::MAX))
+                .push_bind(i64::from(run.schema_version))
+                .push_bind(run.app_version.as_str())
+                .push_bind(main.label.as_str())
+                .push_bind(main.origin.as_str())
+                .push_bind(main.version.as_deref())
+                .push_bind(main.dialect.name())
+                .push_bind(main.demo)
+                .push_bind(run.client.network.name())
+                .push_bind(run.client.effective_type.as_deref())
+                .push_bind(run.client.browser.as_deref())
+                .push_bind(run.client.browser_major.map(i64::from))
+                .push_bind(run.client.os.as_deref())
+                .push_bind(run.client.mobile)
+                .push_bind(run.samples.len() as i64)
+                .push_bind(u.record_sha256.as_str())
+                .push_bind(u.record.as_str())
+                .push_bind(u.delete_token_sha256.as_str())
+                .push_bind(run.study_id.as_deref());
+        });
+        insert.push(" ON CONFLICT (run_id) DO NOTHING RETURNING run_id");
+        let created: HashSet<String> = insert
+            .build_query_scalar()
+            .fetch_all(&mut *tx)
+            .await
+            .context("inserting runs")?
+            .into_iter()
+            .collect();
+
+        // Ids stored before this transaction: the same record again, or a different one.
+        let mut earlier = HashMap::new();
+        let taken: Vec<&str> = firsts
+            .iter()
+            .map(|u| u.run.run_id.as_str())
+            .filter(|id| !created.contains(*id))
+            .collect();
+        if !taken.is_empty() {
+            let mut select =
+                QueryBuilder::new("SELECT run_id, record_sha256 FROM runs WHERE run_id IN (");
+            let mut ids = select.separated(", ");
+            for id in &taken {
+                ids.push_bind(*id);
+            }
+            select.push(")");
+            let rows: Vec<(String, String)> = select
+                .build_query_as()
+                .fetch_all(&mut *tx)
+                .await
+                .context("reading runs stored earlier")?;
+            earlier.extend(rows);
+        }
+
+        let rows: Vec<(&Upload, &Sample)> = firsts
+            .iter()
+            .filter(|u| created.contains(&u.run.run_id))
+            .flat_map(|u| u.run.samples.iter().map(move |s| (*u, s)))
+            .collect();
+        for chunk in rows.chunks(SAMPLES_PER_INSERT) {
+            let mut insert = QueryBuilder::new(
+                "INSERT INTO samples (run_id, idx, received_at_ms, phase, concurrency, batch, idle_ms, \
+                 scenario, target, target_label, target_version, target_demo, network, effective_type, \
+                 browser, os, mobile, start_ms, status, error, headers_ms, ttfb_ms, ttft_ms, ttft_any_ms, \
+                 last_token_ms, e2e_ms, output_chunks, input_tokens, output_tokens, conn_reused, \
+                 protocol, hidden, study) ",
+            );
+            insert.push_values(chunk, |mut row, (u, s)| {
+                let run = &u.run;
+                let target = run
+                    .targets
+                    .get(s.target as usize)
+                    .unwrap_or(run.main_target());
+                let usage = s.usage.unwrap_or_default();
+                row.push_bind(run.run_id.as_str())
+                    .push_bind(i64::from(s.index))
+                    .push_bind(u.received_at_ms)
+                    .push_bind(s.phase.name())
+                    .push_bind(i64::from(s.concurrency))
+                    .push_bind(s.batch.map(i64::from))
+                    .push_bind(s.idle_ms.map(i64::from))
+                    .push_bind(s.scenario.as_deref())
+                    .push_bind(i64::from(s.target))
+                    .push_bind(target.label.as_str())
+                    .push_bind(target.version.as_deref())
+                    .push_bind(target.demo)
+                    .push_bind(run.client.network.name())
+                    .push_bind(run.client.effective_type.as_deref())
+                    .push_bind(run.client.browser.as_deref())
+                    .push_bind(run.client.os.as_deref())
+                    .push_bind(run.client.mobile)
+                    .push_bind(s.start_ms)
+                    .push_bind(i64::from(s.status))
+                    .push_bind(s.error.map(|e| e.name()))
+                    .push_bind(s.headers_ms)
+                    .push_bind(s.ttfb_ms)
+                    .push_bind(s.ttft_ms)
+                    .push_bind(s.ttft_any_ms)
+                    .push_bind(s.last_token_ms)
+                    .push_bind(s.e2e_ms)
+                    .push_bind(i64::from(s.output_chunks))
+                    .push_bind(usage.input_tokens.map(|t| t as i64))
+                    .push_bind(usage.output_tokens.map(|t| t as i64))
+                    .push_bind(s.conn.as_ref().and_then(|c| c.reused))
+                    .push_bind(s.conn.as_ref().and_then(|c| c.protocol.as_deref()))
+                    .push_bind(s.hidden)
+                    .push_bind(run.study_id.as_deref());
+            });
+            insert
+                .build()
+                .execute(&mut *tx)
+                .await
+                .context("inserting samples")?;
+        }
+        tx.commit().await.context("committing uploads")?;
+        anyhow::Ok((created, earlier))
+    })?;
+
+    // What each upload became: the record now stored under its id decides.
+    let mut stored_sha: HashMap<&str, &str> = earlier
+        .iter()
+        .map(|(id, sha)| (id.as_str(), sha.as_str()))
+        .collect();
+    for u in &firsts {
+        if created.contains(&u.run.run_id) {
+            stored_sha.insert(&u.run.run_id, &u.record_sha256);
+        }
+    }
+    uploads
+        .iter()
+        .enumerate()
+        .map(|(i, u)| {
+            let id = u.run.run_id.as_str();
+            if first_of[id] == i && created.contains(id) {
+                return Ok(Stored::Created {
+                    delete_token: u.delete_token.clone(),
+                });
+            }
+            match stored_sha.get(id) {
+                Some(sha) if *sha == u.record_sha256 => Ok(Stored::AlreadyStored),
+                Some(_) => Ok(Stored::IdTaken),
+                None => anyhow::bail!("run {id} was neither stored nor found"),
+            }
+        })
+        .collect()
+}
