@@ -1,4 +1,4 @@
-//! What the page learns about its browser and network, coarsely (DESIGN.md, "Privacy"):
+//! What the page learns about its browser and network, coarsely (ARCHITECTURE.md, "What may leave the browser"):
 //! the user-agent string is reduced to family, major version, OS and mobile before it is
 //! kept anywhere; the Network Information API is read where the browser has it.
 

@@ -1,4 +1,4 @@
-//! Uploads that never lose a run (DESIGN.md, "Uploads that lose nothing"). A finished run
+//! Uploads that never lose a run (ARCHITECTURE.md, "A number's path", the upload). A finished run
 //! the user chose to send is written to IndexedDB before anything is sent; it is sent with
 //! its run id (the collector stores a run id once), retried with backoff while the page is
 //! open, resumed on the next visit, and offered once more when the page goes away

@@ -1,6 +1,6 @@
 //! A coarse description of the browser from its user-agent string: family, major
 //! version, OS family, mobile or not. The full string never leaves the browser; only this
-//! does (DESIGN.md, "Privacy").
+//! does (ARCHITECTURE.md, "What may leave the browser").
 
 /// Browser family, major version, OS family and whether it is a phone or tablet.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -1,4 +1,4 @@
-//! A run's samples as CSV, one line per request, with DESIGN.md's field names.
+//! A run's samples as CSV, one line per request, with the record's field names.
 
 use crate::schema::{Run, Sample};
 

@@ -1,4 +1,4 @@
-//! The benchmark plan: which targets, which request bodies, which phases (DESIGN.md, "The
+//! The benchmark plan: which targets, which request bodies, which phases (ARCHITECTURE.md, "The
 //! protocol"), and the presets a beta user is usually given.
 //!
 //! A plan is what an operator composes and shares; it can hold request headers (a

@@ -1,8 +1,8 @@
-//! What one run found, read the way DESIGN.md reads a session: percentiles per phase
-//! (each only where the count supports it), concurrency degradation beside the serial
-//! model with its interval, what a new connection costs (from verified connections
-//! only), cold requests as single values, the app's overhead over the targets it was
-//! compared with, and the network round trip from warm probes.
+//! What one run found (ARCHITECTURE.md, "The statistics"): percentiles per phase (each
+//! only where the count supports it), concurrency degradation beside the serial model
+//! with its interval, what a new connection costs (from verified connections only), cold
+//! requests as single values, the app's overhead over the targets it was compared with,
+//! and the network round trip from warm probes.
 
 use std::collections::BTreeMap;
 

@@ -5,7 +5,8 @@
 //! offered) and in the collector (before anything is stored), so the two cannot drift.
 //! `schema/run.v1.json` is the published JSON Schema; a test checks that what this module
 //! writes matches it. Unknown fields are rejected: a record holds exactly what the privacy
-//! section of DESIGN.md lists, and nothing can be smuggled in beside it.
+//! rules list (ARCHITECTURE.md, "What may leave the browser"), and nothing can be
+//! smuggled in beside it.
 
 use std::fmt;
 

@@ -1,4 +1,4 @@
-//! Statistics over measured times (DESIGN.md, "Statistics").
+//! Statistics over measured times (ARCHITECTURE.md, "The statistics").
 //!
 //! Percentiles use linear interpolation between closest ranks, numpy's default and that of
 //! the common LLM serving benchmarks, so numbers compare directly with theirs. Confidence

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use firsttoken_core::plan::{PhasePlan, Plan};
 use firsttoken_core::share::Study;
@@ -94,6 +94,22 @@ async fn main() -> anyhow::Result<()> {
             .query(By::Css("[data-testid=start-button]"))
             .first()
             .await?;
+        // The paint that shows the button is recorded a frame or more after the button is
+        // in the page: wait for its entry rather than read an empty list.
+        let waited = Instant::now();
+        while waited.elapsed() < Duration::from_secs(10) {
+            let painted = browser
+                .driver
+                .execute(
+                    "return performance.getEntriesByName('first-contentful-paint').length > 0",
+                    Vec::new(),
+                )
+                .await?;
+            if painted.json().as_bool() == Some(true) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         let report = browser
             .driver
             .execute(MEASURE, Vec::new())

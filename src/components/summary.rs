@@ -1,7 +1,7 @@
 //! One line that answers "how long did people wait?": the median and p90 TTFT and the
 //! median total time of the requests that answered, and how many failed. Warm-up
 //! requests, probes and other targets' requests are left out, and so are requests after
-//! idle time, which are single values (DESIGN.md, "Statistics"); the p90 waits for the 10
+//! idle time, which are single values (ARCHITECTURE.md, "The statistics"); the p90 waits for the 10
 //! values it needs.
 
 use firsttoken_core::stats::{median, min_values_for, percentile};

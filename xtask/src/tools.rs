@@ -1,6 +1,6 @@
 //! Installs the tools the build and the tests need, from the package registries only
 //! (crates.io, npm, Debian): this project must build on machines that reach nothing else.
-//! The versions and traps are those measured in TOOLCHAIN.md.
+//! Each tool's version and the trap it avoids are written beside it below.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -436,7 +436,7 @@ const EXPORT_COLUMNS: &str = "run_id, idx, received_at_ms, phase, concurrency, s
     target_version, target_demo, network, effective_type, browser, os, mobile, status, error, headers_ms, \
     ttfb_ms, ttft_ms, ttft_any_ms, last_token_ms, e2e_ms, output_chunks, output_tokens, conn_reused, protocol, study";
 
-/// One exported sample, with DESIGN.md's field names.
+/// One exported sample, with the record's field names (ARCHITECTURE.md, "What each number means").
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ExportRow {
     pub run_id: String,
