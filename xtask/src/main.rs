@@ -6,6 +6,7 @@ mod compress;
 mod run;
 mod shell;
 mod test;
+mod tidy;
 mod tools;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,8 @@ enum Command {
     Run(run::Args),
     /// Formatting, clippy, native tests, browser tests in headless Chromium, end-to-end tests
     Test(test::Args),
+    /// The house rules a compiler does not check (also the first step of `test`)
+    Tidy,
     /// Benchmarks that print figures: first visit, engine bias, the collector under load
     /// and under attack
     Bench(bench::Args),
@@ -36,5 +39,6 @@ fn main() -> anyhow::Result<()> {
         Command::Run(args) => run::run(args),
         Command::Test(args) => test::test(args),
         Command::Bench(args) => bench::bench(args),
+        Command::Tidy => tidy::tidy(),
     }
 }

@@ -25,6 +25,10 @@ pub fn test(_args: Args) -> anyhow::Result<()> {
 }
 
 fn all(steps: &mut Steps) -> anyhow::Result<()> {
+    steps.step(
+        "house rules (//! lines, no markers, named paths exist, file sizes)",
+        crate::tidy::tidy,
+    )?;
     steps.step("install missing tools", tools::ensure_for_browser)?;
     steps.step("PostgreSQL for the storage tests", tools::ensure_postgres)?;
     steps.step("formatting (cargo fmt --check)", || {
