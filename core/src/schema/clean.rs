@@ -1,0 +1,193 @@
+//! Cleaning where values enter: what a target or a browser reported that no record may
+//! hold is dropped or clipped, and counted, so a measured run is never lost to validation.
+
+use super::validate::storable_time;
+use super::*;
+
+/// Text a record can hold: control characters (a newline in a server's error message)
+/// become spaces, and at most `max_chars` characters are kept.
+pub fn clean_text(text: &str, max_chars: usize) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(max_chars)
+        .collect()
+}
+
+impl Run {
+    /// Makes the record storable without losing a measurement: every sample cleaned
+    /// ([`Sample::clean`]), and whatever the browser reported of its network that no record
+    /// may hold (an unknown effective type, an impossible round trip) left out.
+    pub fn clean(&mut self) {
+        for sample in &mut self.samples {
+            sample.clean();
+        }
+        let client = &mut self.client;
+        if client
+            .effective_type
+            .as_deref()
+            .is_some_and(|t| !EFFECTIVE_TYPES.contains(&t))
+        {
+            client.effective_type = None;
+        }
+        if client.rtt_ms.is_some_and(|v| !storable_time(v)) {
+            client.rtt_ms = None;
+        }
+        if client
+            .downlink_mbps
+            .is_some_and(|v| !(v.is_finite() && (0.0..=MAX_DOWNLINK_MBPS).contains(&v)))
+        {
+            client.downlink_mbps = None;
+        }
+    }
+}
+
+/// What the Network Information API calls its effective connection types.
+pub(super) const EFFECTIVE_TYPES: [&str; 4] = ["slow-2g", "2g", "3g", "4g"];
+pub(super) const MAX_DOWNLINK_MBPS: f64 = 100_000.0;
+
+impl Sample {
+    /// Makes the sample storable without losing the measurement: every value that
+    /// [`Sample::validate`] would refuse, and that came from outside (a server's timing
+    /// object or `Server-Timing` header, its error message, its token counts), is dropped
+    /// or clipped, and each one dropped is counted in `dropped`. The engine calls this as
+    /// each sample is made, so a run the user sat through is never lost to one odd value.
+    pub fn clean(&mut self) {
+        let mut dropped = 0u32;
+        let mut drop_time = |value: &mut Option<f64>| {
+            if value.is_some_and(|v| !storable_time(v)) {
+                *value = None;
+                dropped += 1;
+            }
+        };
+        for value in self.optional_times() {
+            drop_time(value);
+        }
+        if let Some(conn) = &mut self.conn {
+            for value in [&mut conn.dns_ms, &mut conn.connect_ms, &mut conn.tls_ms] {
+                drop_time(value);
+            }
+            if conn.protocol.as_deref().is_some_and(|p| !is_protocol(p)) {
+                conn.protocol = None;
+                dropped += 1;
+            }
+        }
+        if !storable_time(self.start_ms) {
+            self.start_ms = if self.start_ms.is_finite() && self.start_ms > 0.0 {
+                MAX_MS.next_down()
+            } else {
+                0.0
+            };
+            dropped += 1;
+        }
+        let gaps = self.itl_ms.len();
+        self.itl_ms.retain(|gap| storable_time(*gap));
+        self.itl_ms.truncate(crate::stream::MAX_ITL_GAPS);
+        dropped += (gaps - self.itl_ms.len()) as u32;
+        if let Some(message) = &mut self.error_message {
+            *message = clean_text(message, MAX_MESSAGE_CHARS);
+        }
+        let entries = self.server_timing.len();
+        self.server_timing.retain_mut(|entry| {
+            entry.name = clean_text(&entry.name, 64);
+            entry.description = entry
+                .description
+                .as_deref()
+                .map(|d| clean_text(d, 128))
+                .filter(|d| !d.is_empty());
+            !entry.name.trim().is_empty() && storable_time(entry.duration_ms)
+        });
+        self.server_timing.truncate(MAX_TIMING_ENTRIES);
+        dropped += (entries - self.server_timing.len()) as u32;
+        if let Some(timings) = &mut self.stream_timings {
+            let entries = timings.len();
+            timings.retain(|name, ms| {
+                !name.trim().is_empty()
+                    && name.chars().count() <= 64
+                    && !name.chars().any(char::is_control)
+                    && storable_time(*ms)
+            });
+            while timings.len() > MAX_TIMING_ENTRIES {
+                timings.pop_last();
+            }
+            dropped += (entries - timings.len()) as u32;
+        }
+        if let Some(usage) = &mut self.usage {
+            for count in [
+                &mut usage.input_tokens,
+                &mut usage.output_tokens,
+                &mut usage.reasoning_tokens,
+            ] {
+                if count.is_some_and(|c| c > MAX_TOKENS) {
+                    *count = None;
+                    dropped += 1;
+                }
+            }
+        }
+        self.dropped = self.dropped.saturating_add(dropped);
+        self.round_times();
+    }
+
+    /// Every time of the sample that may be absent.
+    fn optional_times(&mut self) -> [&mut Option<f64>; 9] {
+        [
+            &mut self.headers_ms,
+            &mut self.ttfb_ms,
+            &mut self.ttft_any_ms,
+            &mut self.ttft_ms,
+            &mut self.e2e_ms,
+            &mut self.last_token_ms,
+            &mut self.idle_spent_ms,
+            &mut self.idle_timer_late_ms,
+            &mut self.retry_wait_ms,
+        ]
+    }
+
+    /// Rounds every time to 0.01 ms ([`STEPS_PER_MS`]). Browser clocks are no finer than 5 µs (0.1 ms
+    /// in a page that is not cross-origin isolated), so nothing measured is lost, and a
+    /// time such as `1234.5000000000002` stops costing 18 characters: a record stays
+    /// small enough for the browser's `keepalive` limit when the page goes away.
+    fn round_times(&mut self) {
+        let round = |v: &mut f64| {
+            // n / 100 is the double nearest to the decimal, so it prints as one.
+            let rounded = (*v * STEPS_PER_MS).round() / STEPS_PER_MS;
+            // At the very edge of the range rounding up would leave it: keep the value.
+            if storable_time(rounded) {
+                *v = rounded;
+            }
+        };
+        round(&mut self.start_ms);
+        for v in self.optional_times().into_iter().flatten() {
+            round(v);
+        }
+        self.itl_ms.iter_mut().for_each(round);
+        if let Some(conn) = &mut self.conn {
+            for v in [&mut conn.dns_ms, &mut conn.connect_ms, &mut conn.tls_ms]
+                .into_iter()
+                .flatten()
+            {
+                round(v);
+            }
+        }
+        for entry in &mut self.server_timing {
+            round(&mut entry.duration_ms);
+        }
+        if let Some(timings) = &mut self.stream_timings {
+            timings.values_mut().for_each(round);
+        }
+    }
+}
+
+/// Stored times are rounded to 1 / this many milliseconds (0.01 ms).
+pub const STEPS_PER_MS: f64 = 100.0;
+
+/// The longest error message a record keeps.
+pub const MAX_MESSAGE_CHARS: usize = 500;
+
+/// `h2`, `http/1.1`, `h3`: what `nextHopProtocol` says.
+pub(super) fn is_protocol(protocol: &str) -> bool {
+    !protocol.is_empty()
+        && protocol.len() <= 16
+        && protocol
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/.-".contains(&b))
+}
