@@ -15,8 +15,7 @@ const MAX_LINES: usize = 600;
 /// Files already past [`MAX_LINES`], each with the size it may not grow beyond. The list
 /// may only shrink: a file that comes back under the limit must leave it (the check says
 /// so), and no file joins it.
-const TOO_LONG_FOR_NOW: [(&str, usize); 6] = [
-    ("core/src/plan.rs", 852),
+const TOO_LONG_FOR_NOW: [(&str, usize); 5] = [
     ("src/pages/compose.rs", 806),
     ("core/src/check.rs", 788),
     ("e2e/examples/engine_bias.rs", 667),
