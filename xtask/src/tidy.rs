@@ -15,9 +15,8 @@ const MAX_LINES: usize = 600;
 /// Files already past [`MAX_LINES`], each with the size it may not grow beyond. The list
 /// may only shrink: a file that comes back under the limit must leave it (the check says
 /// so), and no file joins it.
-const TOO_LONG_FOR_NOW: [(&str, usize); 4] = [
+const TOO_LONG_FOR_NOW: [(&str, usize); 3] = [
     ("src/pages/compose.rs", 806),
-    ("core/src/check.rs", 788),
     ("e2e/examples/engine_bias.rs", 667),
     ("src/pages/results.rs", 630),
 ];

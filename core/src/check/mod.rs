@@ -13,6 +13,13 @@ use crate::schema::{Connection, ErrorClass};
 use crate::sse::SseParser;
 use crate::stream::StreamRecorder;
 
+mod fixes;
+mod side;
+
+use fixes::allow_headers_fix;
+pub use fixes::{examples, preflight_headers};
+use side::side_lines;
+
 /// How one line of the checklist reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
@@ -509,126 +516,6 @@ const LATER_LINES: [(&str, &str); 8] = [
     ("http_version", "HTTP version"),
 ];
 
-/// The fresh URL's, the probe's and the compared targets' lines.
-fn side_lines(o: &Observed) -> Vec<Line> {
-    let mut lines = Vec::new();
-    let line = |key: String, verdict: Verdict, title: String, detail: String| Line {
-        key,
-        verdict,
-        title,
-        detail,
-        fix: None,
-    };
-    if let Some(fresh) = &o.fresh {
-        let url = &fresh.url;
-        lines.push(if !o.main.answered() {
-            line(
-                "fresh".into(),
-                Verdict::Skip,
-                "Fresh connections".into(),
-                "Not known: the target itself gave no answer.".into(),
-            )
-        } else if !fresh.reply.answered() {
-            line(
-                "fresh".into(),
-                Verdict::Fail,
-                "Fresh connections".into(),
-                format!(
-                    "{url} did not answer ({}): check that the wildcard host name resolves, has a certificate and allows CORS from {}.",
-                    fresh.reply.outcome(),
-                    o.page_origin
-                ),
-            )
-        } else {
-            let mut log = ConnectionLog::default();
-            let witness = |r: &Reply| Witness {
-                target: 0,
-                port: r.client_port,
-                timing_reused: r.conn.as_ref().and_then(|c| c.reused),
-                preflighted: r.preflighted,
-            };
-            log.new_connection(witness(&o.main));
-            let how = if fresh.reply.client_port.is_some() {
-                "from the client port the server reported"
-            } else {
-                "from Resource Timing"
-            };
-            match log.new_connection(witness(&fresh.reply)) {
-                Some(true) => line(
-                    "fresh".into(),
-                    Verdict::Pass,
-                    "Fresh connections".into(),
-                    format!("{url} answered on a new connection ({how})."),
-                ),
-                Some(false) => line(
-                    "fresh".into(),
-                    Verdict::Fail,
-                    "Fresh connections".into(),
-                    format!(
-                        "{url} answered on the connection already in use ({how}): the browser shares one connection between these host names (HTTP/2 does on a wildcard certificate), so runs cannot measure a new connection. Use a host name on another certificate."
-                    ),
-                ),
-                None => Line {
-                    fix: Some(format!("Timing-Allow-Origin: {}", o.page_origin)),
-                    ..line(
-                        "fresh".into(),
-                        Verdict::Warn,
-                        "Fresh connections".into(),
-                        format!(
-                            "{url} answered, but whether on a new connection cannot be seen: the CORS preflight hides it from Resource Timing and the server does not report the client port. Runs will give no figure for what a new connection costs."
-                        ),
-                    )
-                },
-            }
-        });
-    }
-    if let Some(probe) = &o.probe {
-        // A probe answers with anything but a stream: its status is all that counts.
-        let ok = (200..400).contains(&probe.status);
-        lines.push(line(
-            "probe".into(),
-            if ok { Verdict::Pass } else { Verdict::Fail },
-            "Round-trip probe".into(),
-            if ok {
-                format!("Answered {} after {}.", probe.status, opt_ms(probe.headers_ms))
-            } else {
-                format!(
-                    "The probe URL did not answer ({}): runs will have no network round trip to compare with.",
-                    probe.outcome()
-                )
-            },
-        ));
-    }
-    for (i, (label, reply)) in o.compared.iter().enumerate() {
-        lines.push(line(
-            format!("compare_{i}"),
-            if reply.answered() {
-                Verdict::Pass
-            } else {
-                Verdict::Fail
-            },
-            format!("Compared: {label}"),
-            if reply.answered() {
-                format!("{}.", reply.outcome())
-            } else {
-                format!(
-                    "{}: comparison rounds will have no numbers for it.",
-                    reply.outcome()
-                )
-            },
-        ));
-    }
-    lines
-}
-
-/// The CORS headers the plan's requests need from `page`.
-fn allow_headers_fix(page: &str, request_headers: &[String]) -> String {
-    format!(
-        "Access-Control-Allow-Origin: {page}\nAccess-Control-Allow-Methods: POST\nAccess-Control-Allow-Headers: {}",
-        request_headers.join(", ")
-    )
-}
-
 /// The stream format `body` reads as: the first of the JSON formats in which it carries
 /// output, else plain text when no event carries JSON, else none.
 pub fn guess_format(body: &[u8]) -> Option<Dialect> {
@@ -655,121 +542,6 @@ pub fn guess_format(body: &[u8]) -> Option<Dialect> {
     })
 }
 
-/// What a server must change, as examples for common stacks: the response headers of the
-/// failing lines, written for FastAPI/Starlette, Express, nginx and Caddy.
-pub fn examples(page: &str, lines: &[Line]) -> Vec<(&'static str, String)> {
-    let failing = |key: &str| {
-        lines.iter().any(|l| {
-            l.key == key && matches!(l.verdict, Verdict::Fail | Verdict::Warn) && l.fix.is_some()
-        })
-    };
-    let cors = failing("cors");
-    let timing = failing("timing_allow_origin") || failing("fresh");
-    let server_timing = failing("server_timing");
-    if !(cors || timing || server_timing) {
-        return Vec::new();
-    }
-    let allow_headers = lines
-        .iter()
-        .find(|l| l.key == "cors")
-        .and_then(|l| l.fix.as_deref())
-        .and_then(|fix| {
-            fix.lines()
-                .find_map(|h| h.strip_prefix("Access-Control-Allow-Headers: "))
-        })
-        .unwrap_or("content-type, authorization")
-        .to_owned();
-    let quoted: Vec<String> = allow_headers
-        .split(", ")
-        .map(|h| format!("\"{h}\""))
-        .collect();
-    let quoted = quoted.join(", ");
-
-    let mut fastapi = String::new();
-    if cors {
-        fastapi += &format!(
-            "from fastapi.middleware.cors import CORSMiddleware\n\napp.add_middleware(\n    CORSMiddleware,\n    allow_origins=[\"{page}\"],\n    allow_methods=[\"POST\"],\n    allow_headers=[{quoted}],\n)\n"
-        );
-    }
-    if timing || server_timing {
-        fastapi += "\n@app.middleware(\"http\")\nasync def timing_headers(request, call_next):\n    response = await call_next(request)\n";
-        if timing {
-            fastapi += &format!("    response.headers[\"Timing-Allow-Origin\"] = \"{page}\"\n");
-        }
-        if server_timing {
-            fastapi += "    # Your own steps before the model call, measured in the handler:\n    response.headers[\"Server-Timing\"] = f\"auth;dur={auth_ms}, db;dur={db_ms}\"\n";
-        }
-        fastapi += "    return response\n";
-    }
-
-    let mut express = String::new();
-    if cors {
-        express += &format!(
-            "const cors = require(\"cors\");\n\napp.use(cors({{ origin: \"{page}\", methods: [\"POST\"], allowedHeaders: [{quoted}] }}));\n"
-        );
-    }
-    if timing {
-        express += &format!(
-            "app.use((req, res, next) => {{ res.set(\"Timing-Allow-Origin\", \"{page}\"); next(); }});\n"
-        );
-    }
-    if server_timing {
-        express += "// In the handler, before the first byte of the stream:\nres.set(\"Server-Timing\", `auth;dur=${authMs}, db;dur=${dbMs}`);\n";
-    }
-
-    let mut nginx = String::from("location /v1/ {\n");
-    let mut caddy = String::from("handle /v1/* {\n");
-    if cors {
-        nginx += &format!(
-            "    add_header Access-Control-Allow-Origin \"{page}\" always;\n    add_header Access-Control-Allow-Methods \"POST\" always;\n    add_header Access-Control-Allow-Headers \"{allow_headers}\" always;\n    add_header Access-Control-Max-Age 600 always;\n"
-        );
-        caddy += &format!(
-            "    header Access-Control-Allow-Origin \"{page}\"\n    header Access-Control-Allow-Methods \"POST\"\n    header Access-Control-Allow-Headers \"{allow_headers}\"\n    header Access-Control-Max-Age 600\n"
-        );
-    }
-    if timing {
-        nginx += &format!("    add_header Timing-Allow-Origin \"{page}\" always;\n");
-        caddy += &format!("    header Timing-Allow-Origin \"{page}\"\n");
-    }
-    if cors {
-        nginx += "    if ($request_method = OPTIONS) { return 204; }\n";
-        caddy += "    @preflight method OPTIONS\n    respond @preflight 204\n";
-    }
-    if server_timing {
-        nginx +=
-            "    # Server-Timing comes from the app itself (see the FastAPI or Express example).\n";
-        caddy +=
-            "    # Server-Timing comes from the app itself (see the FastAPI or Express example).\n";
-    }
-    nginx += "    proxy_buffering off;   # stream each event as it comes\n    proxy_pass http://127.0.0.1:8000;\n}\n";
-    caddy += "    reverse_proxy 127.0.0.1:8000 {\n        flush_interval -1   # stream each event as it comes\n    }\n}\n";
-
-    vec![
-        ("FastAPI / Starlette", fastapi),
-        ("Express", express),
-        ("nginx", nginx),
-        ("Caddy", caddy),
-    ]
-}
-
-/// Request headers that make a cross-origin request need a CORS preflight: every header
-/// but the CORS-safelisted ones (lowercase, deduplicated), and the engine's
-/// `content-type: application/json`.
-pub fn preflight_headers<'a>(headers: impl IntoIterator<Item = &'a str>) -> Vec<String> {
-    let mut names = vec!["content-type".to_owned()];
-    for name in headers {
-        let name = name.trim().to_ascii_lowercase();
-        let safelisted = matches!(
-            name.as_str(),
-            "accept" | "accept-language" | "content-language"
-        );
-        if !safelisted && !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    names
-}
-
 fn ms(v: f64) -> String {
     if v >= 1000.0 {
         format!("{:.2} s", v / 1000.0)
@@ -791,9 +563,9 @@ mod tests {
     use super::*;
 
     const PAGE: &str = "https://bench.example.org";
-    const OPENAI: &[u8] = include_bytes!("../tests/fixtures/sse/openai_chat_basic.sse");
-    const RESPONSES: &[u8] = include_bytes!("../tests/fixtures/sse/openai_responses.sse");
-    const ANTHROPIC: &[u8] = include_bytes!("../tests/fixtures/sse/anthropic_messages.sse");
+    const OPENAI: &[u8] = include_bytes!("../../tests/fixtures/sse/openai_chat_basic.sse");
+    const RESPONSES: &[u8] = include_bytes!("../../tests/fixtures/sse/openai_responses.sse");
+    const ANTHROPIC: &[u8] = include_bytes!("../../tests/fixtures/sse/anthropic_messages.sse");
 
     /// What a well-set-up cross-origin target shows.
     fn good() -> Observed {
