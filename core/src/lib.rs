@@ -2,7 +2,8 @@
 //!
 //! The incremental SSE parser ([`sse`]), stream dialects ([`dialect`]), the timed stream
 //! recorder ([`stream`]), the benchmark plan ([`plan`]), statistics ([`stats`]), the
-//! coarse client description ([`client`]), the connection log that tells new connections
+//! histograms crowd summaries are read from ([`sketch`], [`summary`]), the coarse client
+//! description ([`client`]), the connection log that tells new connections
 //! from reused ones ([`connections`]), the versioned result record ([`schema`]), share
 //! links ([`share`]), their QR codes ([`qr`]), the target check before a link goes out
 //! ([`check`]) and provider presets ([`presets`]).
@@ -22,6 +23,7 @@ pub mod qr;
 pub mod report;
 pub mod schema;
 pub mod share;
+pub mod sketch;
 pub mod sse;
 pub mod stats;
 pub mod stream;

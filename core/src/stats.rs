@@ -130,7 +130,7 @@ pub fn percentile_ci(sorted: &[f64], p: f64, resamples: usize, seed: u64) -> Opt
 }
 
 /// The 97.5th percentile of the standard normal distribution.
-const Z_975: f64 = 1.959_963_984_540_054;
+pub const Z_975: f64 = 1.959_963_984_540_054;
 
 fn large_sample_ci(sorted: &[f64], p: f64, value: f64) -> Estimate {
     let n = sorted.len() as f64;

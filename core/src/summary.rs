@@ -4,13 +4,17 @@
 //! browser, a network and a minute), error rates by class and the median of per-run
 //! medians.
 //!
-//! The collector streams rows into an [`Accumulator`], which keeps only their numbers, so a
-//! summary over a million samples holds a few tens of megabytes.
+//! The collector keeps each run's samples of each combination of dimensions ready as a
+//! [`Cell`]: counts, and sketches of the times with a bounded relative error
+//! ([`crate::sketch`]). A summary merges cells in an [`Accumulator`], so one over a million
+//! samples reads tens of thousands of small histograms, not a million values, and its
+//! percentiles are within [`crate::sketch::RELATIVE_ERROR`] (0.25%) of the exact ones.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::sketch::Sketch;
 use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
 /// What samples can be grouped and filtered by.
@@ -181,7 +185,8 @@ impl Interval {
 }
 
 /// The percentiles of runs' values, pooled, with cluster-bootstrap intervals when there
-/// are enough runs; `None` without values.
+/// are enough runs; `None` without values. Exact: the reference [`sketch_percentiles`],
+/// which summaries use, is tested against.
 pub fn percentiles(runs: &[&[f64]], seed: u64) -> Option<Percentiles> {
     let all = stats::sorted(
         &runs
@@ -208,7 +213,75 @@ pub fn percentiles(runs: &[&[f64]], seed: u64) -> Option<Percentiles> {
     })
 }
 
-/// Collects rows into groups.
+/// The percentiles of runs' values counted in sketches, pooled, with cluster-bootstrap
+/// intervals when there are enough runs; `None` without values. Each number is within
+/// [`crate::sketch::RELATIVE_ERROR`] of what [`percentiles`] gives for the values themselves
+/// (count, mean, minimum and maximum exactly): up to [`stats::RESAMPLE_LIMIT`] values the
+/// bootstrap resamples runs of representatives, past it the large-sample interval counts
+/// each run's values at or below the percentile from its sketch.
+pub fn sketch_percentiles(runs: &[&Sketch], seed: u64) -> Option<Percentiles> {
+    let mut all = Sketch::default();
+    runs.iter().for_each(|r| all.merge(r));
+    let (lo, hi) = (all.min()?, all.max()?);
+    let count = all.count() as usize;
+    let with_interval = runs.iter().filter(|r| !r.is_empty()).count() >= MIN_RUNS_FOR_INTERVAL;
+    let ps = [50.0, 90.0, 95.0, 99.0];
+    let estimates: Vec<Option<Estimate>> = if count <= stats::RESAMPLE_LIMIT {
+        let values: Vec<Vec<f64>> = runs.iter().map(|r| r.expand()).collect();
+        let slices: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+        stats::cluster_percentiles(&slices, &ps, BOOTSTRAP_RESAMPLES, seed)
+    } else {
+        ps.iter()
+            .map(|&p| Some(large_sample_interval(&all, runs, p, all.percentile(p)?)))
+            .collect()
+    };
+    let at = |i: usize| {
+        let estimate = estimates[i]?;
+        (count >= stats::min_values_for(ps[i])).then(|| Interval::of(estimate, with_interval))
+    };
+    Some(Percentiles {
+        count,
+        mean: all.mean()?,
+        min: lo,
+        max: hi,
+        p50: at(0)?,
+        p90: at(1),
+        p95: at(2),
+        p99: at(3),
+    })
+}
+
+/// [`stats::cluster_large_sample_ci`] over sketches: `all` is the runs merged.
+fn large_sample_interval(all: &Sketch, runs: &[&Sketch], p: f64, value: f64) -> Estimate {
+    let n = all.count() as f64;
+    let q = p.clamp(0.0, 100.0) / 100.0;
+    let variance: f64 = runs
+        .iter()
+        .map(|r| (r.at_or_below(value) as f64 - q * r.count() as f64).powi(2))
+        .sum::<f64>()
+        / (n * n);
+    let spread = stats::Z_975 * n * variance.sqrt();
+    let rank = q * (n - 1.0);
+    Estimate {
+        value,
+        low: all.at_rank(rank - spread).unwrap_or(value),
+        high: all.at_rank(rank + spread).unwrap_or(value),
+    }
+}
+
+/// One run's samples of one group, as the collector keeps them ready for summaries: how
+/// many, their failures by class, and sketches of the answered ones' times.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cell {
+    pub group: Vec<String>,
+    pub run_id: String,
+    pub samples: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub ttft: Sketch,
+    pub e2e: Sketch,
+}
+
+/// Collects samples ([`Row`]s) or cells of them ([`Cell`]s) into groups.
 #[derive(Debug, Default)]
 pub struct Accumulator {
     groups: HashMap<Vec<String>, GroupAcc>,
@@ -216,16 +289,16 @@ pub struct Accumulator {
 
 #[derive(Debug, Default)]
 struct GroupAcc {
-    samples: usize,
+    samples: u64,
     /// Each run's answered requests, by run id: intervals resample whole runs.
-    runs: HashMap<String, RunValues>,
-    errors: BTreeMap<String, usize>,
+    runs: HashMap<String, RunSketches>,
+    errors: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Default)]
-struct RunValues {
-    ttft: Vec<f64>,
-    e2e: Vec<f64>,
+struct RunSketches {
+    ttft: Sketch,
+    e2e: Sketch,
 }
 
 impl Accumulator {
@@ -236,10 +309,21 @@ impl Accumulator {
         match row.error {
             Some(class) => *group.errors.entry(class).or_default() += 1,
             None => {
-                run.ttft.extend(row.ttft_ms);
-                run.e2e.extend(row.e2e_ms);
+                row.ttft_ms.into_iter().for_each(|v| run.ttft.add(v));
+                row.e2e_ms.into_iter().for_each(|v| run.e2e.add(v));
             }
         }
+    }
+
+    pub fn add_cell(&mut self, cell: Cell) {
+        let group = self.groups.entry(cell.group).or_default();
+        group.samples += cell.samples;
+        for (class, count) in cell.errors {
+            *group.errors.entry(class).or_default() += count;
+        }
+        let run = group.runs.entry(cell.run_id).or_default();
+        run.ttft.merge(&cell.ttft);
+        run.e2e.merge(&cell.e2e);
     }
 
     /// The groups' numbers, sorted by their keys.
@@ -267,17 +351,22 @@ impl Accumulator {
 
 fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: usize) -> Group {
     // Runs in a fixed order (by id), so the same rows always give the same intervals.
-    let mut runs: Vec<(&String, &RunValues)> = acc.runs.iter().collect();
+    let mut runs: Vec<(&String, &RunSketches)> = acc.runs.iter().collect();
     runs.sort_by(|a, b| a.0.cmp(b.0));
-    let ttft_runs: Vec<&[f64]> = runs.iter().map(|(_, r)| r.ttft.as_slice()).collect();
-    let e2e_runs: Vec<&[f64]> = runs.iter().map(|(_, r)| r.e2e.as_slice()).collect();
-    let ttft: Vec<f64> = ttft_runs.iter().flat_map(|r| r.iter().copied()).collect();
-    let answered = ttft.len();
+    let ttft_runs: Vec<&Sketch> = runs.iter().map(|(_, r)| &r.ttft).collect();
+    let e2e_runs: Vec<&Sketch> = runs.iter().map(|(_, r)| &r.e2e).collect();
+    let mut ttft = Sketch::default();
+    ttft_runs.iter().for_each(|r| ttft.merge(r));
+    let answered = ttft.count() as usize;
     let runs_answered = ttft_runs.iter().filter(|r| !r.is_empty()).count();
-    let failed: usize = acc.errors.values().sum();
-    let rate = |count: usize| count as f64 / acc.samples.max(1) as f64;
+    let failed: u64 = acc.errors.values().sum();
+    let rate = |count: u64| count as f64 / acc.samples.max(1) as f64;
     let enough = answered >= min_samples;
-    let (_, median_of_run_medians) = stats::median_of_run_medians(ttft_runs.iter().copied());
+    let run_medians: Vec<f64> = ttft_runs
+        .iter()
+        .filter_map(|r| r.percentile(50.0))
+        .collect();
+    let median_of_run_medians = stats::median(&run_medians);
     let note = if !enough {
         Some(format!(
             "percentiles need at least {min_samples} answered requests; this group has {answered}"
@@ -292,13 +381,13 @@ fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: u
     Group {
         key,
         runs: acc.runs.len(),
-        samples: acc.samples,
+        samples: acc.samples as usize,
         answered,
         ttft_ms: enough
-            .then(|| percentiles(&ttft_runs, BOOTSTRAP_SEED))
+            .then(|| sketch_percentiles(&ttft_runs, BOOTSTRAP_SEED))
             .flatten(),
         e2e_ms: enough
-            .then(|| percentiles(&e2e_runs, BOOTSTRAP_SEED))
+            .then(|| sketch_percentiles(&e2e_runs, BOOTSTRAP_SEED))
             .flatten(),
         median_of_run_medians_ttft_ms: median_of_run_medians.filter(|_| enough),
         error_rate: rate(failed),
@@ -309,7 +398,7 @@ fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: u
                 (
                     class.clone(),
                     ErrorCount {
-                        count,
+                        count: count as usize,
                         rate: rate(count),
                     },
                 )
@@ -320,19 +409,12 @@ fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: u
     }
 }
 
-/// Points of the empirical distribution: the value at evenly spaced fractions.
-fn cdf(values: &[f64]) -> Vec<[f64; 2]> {
-    let sorted = stats::sorted(values);
-    if sorted.is_empty() {
-        return Vec::new();
-    }
+/// Points of the distribution: the value at evenly spaced fractions.
+fn cdf(values: &Sketch) -> Vec<[f64; 2]> {
     (0..CDF_POINTS)
         .filter_map(|i| {
             let fraction = i as f64 / (CDF_POINTS - 1) as f64;
-            Some([
-                stats::percentile_sorted(&sorted, fraction * 100.0)?,
-                fraction,
-            ])
+            Some([values.percentile(fraction * 100.0)?, fraction])
         })
         .collect()
 }
@@ -439,5 +521,71 @@ mod tests {
             naive.high
         );
         assert_eq!(group.note, None);
+    }
+
+    /// `count` values with known percentiles (`100 + 5000·(k/(count − 1))²` ms, so with
+    /// `count − 1` a multiple of 100 the
+    /// p-th of p50, p90, p95 and p99 is `100 + 5000·(p/100)²` exactly), dealt over `runs` runs.
+    fn known(runs: usize, count: usize) -> Vec<Vec<f64>> {
+        let mut out = vec![Vec::new(); runs];
+        for k in 0..count {
+            let x = k as f64 / (count - 1) as f64;
+            out[(k * 7919) % runs].push(100.0 + 5000.0 * x * x);
+        }
+        out
+    }
+
+    #[test]
+    fn sketches_give_the_exact_numbers_within_their_relative_error() {
+        let alpha = crate::sketch::RELATIVE_ERROR;
+        // 2,000 values take the bootstrap, 40,000 the large-sample interval.
+        for (runs, count) in [(40, 2_001), (400, 40_001)] {
+            let values = known(runs, count);
+            let slices: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+            let sketches: Vec<Sketch> = values
+                .iter()
+                .map(|run| {
+                    let mut s = Sketch::default();
+                    run.iter().for_each(|&v| s.add(v));
+                    s
+                })
+                .collect();
+            let refs: Vec<&Sketch> = sketches.iter().collect();
+            let exact = percentiles(&slices, BOOTSTRAP_SEED).expect("values");
+            let read = sketch_percentiles(&refs, BOOTSTRAP_SEED).expect("values");
+            assert_eq!((read.count, read.min, read.max), (count, 100.0, 5100.0));
+            assert!((read.mean - exact.mean).abs() < 1e-9 * exact.mean);
+            let pairs = [
+                (50.0, exact.p50, read.p50),
+                (90.0, exact.p90.expect("p90"), read.p90.expect("p90")),
+                (95.0, exact.p95.expect("p95"), read.p95.expect("p95")),
+                (99.0, exact.p99.expect("p99"), read.p99.expect("p99")),
+            ];
+            for (p, exact, read) in pairs {
+                let known = 100.0 + 5000.0 * (p / 100.0_f64).powi(2);
+                assert!(
+                    (exact.value - known).abs() < 1e-6,
+                    "p{p}: {} vs {known}",
+                    exact.value
+                );
+                let within = |a: f64, b: f64| (a - b).abs() <= alpha * b;
+                assert!(
+                    within(read.value, exact.value),
+                    "{count}: p{p} {read:?} vs {exact:?}"
+                );
+                for (a, b) in [(read.low, exact.low), (read.high, exact.high)] {
+                    let (a, b) = (a.expect("interval"), b.expect("interval"));
+                    // The bootstrap's ends are percentiles of representatives: within α.
+                    // The large-sample ends also move with the runs' counts at or below the
+                    // percentile, which a bucket can shift by its own width: within 2α.
+                    let bound = if count <= stats::RESAMPLE_LIMIT {
+                        alpha
+                    } else {
+                        2.0 * alpha
+                    };
+                    assert!((a - b).abs() <= bound * b, "{count}: p{p} end {a} vs {b}");
+                }
+            }
+        }
     }
 }

@@ -5,10 +5,22 @@ mod common;
 
 use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::{ErrorClass, NetworkLabel};
+use firsttoken_core::sketch::RELATIVE_ERROR;
 use firsttoken_core::stats::{self, BOOTSTRAP_SEED};
 use firsttoken_core::summary;
 use firsttoken_core::{Phase, Run, Sample};
+use firsttoken_server::db::Pool;
 use serde_json::Value;
+
+/// Runs `$body` with `$p` bound to the test database's pool, whichever backend it is.
+macro_rules! with_pool {
+    ($db:expr, |$p:ident| $body:expr) => {
+        match $db.pool() {
+            Pool::Sqlite($p) => $body,
+            Pool::Postgres($p) => $body,
+        }
+    };
+}
 
 /// A run of `steady` answered requests (TTFTs from `ttfts`), one failed request, and one
 /// warm-up request that must never count.
@@ -154,17 +166,51 @@ fn check_group(group: &Value, runs: &[&Run], backend: &str) {
         "{backend}"
     );
     assert_eq!(group["errors"]["http"]["count"], e.failed, "{backend}");
-    assert_eq!(
-        group["median_of_run_medians_ttft_ms"].as_f64(),
-        e.median_of_medians,
-        "{backend}"
+    let within = |got: f64, want: f64, what: &str| {
+        assert!(
+            (got - want).abs() <= RELATIVE_ERROR * want.abs() + 1e-9,
+            "{backend} {what}: {got} against exact {want}"
+        );
+    };
+    within(
+        group["median_of_run_medians_ttft_ms"]
+            .as_f64()
+            .expect("median"),
+        e.median_of_medians.expect("median"),
+        "median of run medians",
     );
     for (key, runs) in [("ttft_ms", &e.ttft), ("e2e_ms", &e.e2e)] {
         let runs: Vec<&[f64]> = runs.iter().map(Vec::as_slice).collect();
+        // Summaries read sketches: each number within their relative error of the exact
+        // one, the count exactly.
         let want = summary::percentiles(&runs, BOOTSTRAP_SEED).expect("values");
         let got: summary::Percentiles =
             serde_json::from_value(group[key].clone()).expect("percentiles");
-        assert_eq!(got, want, "{backend} {key}");
+        assert_eq!(
+            (got.count, got.min, got.max),
+            (want.count, want.min, want.max),
+            "{backend} {key}"
+        );
+        within(got.mean, want.mean, key);
+        let pairs = [
+            (Some(got.p50), Some(want.p50)),
+            (got.p90, want.p90),
+            (got.p95, want.p95),
+            (got.p99, want.p99),
+        ];
+        for (got, want) in pairs {
+            assert_eq!(got.is_some(), want.is_some(), "{backend} {key}");
+            let (Some(got), Some(want)) = (got, want) else {
+                continue;
+            };
+            within(got.value, want.value, key);
+            assert_eq!(got.low.is_some(), want.low.is_some(), "{backend} {key}");
+            for (g, w) in [(got.low, want.low), (got.high, want.high)] {
+                if let (Some(g), Some(w)) = (g, w) {
+                    within(g, w, key);
+                }
+            }
+        }
         // Intervals resample runs, and only from ten runs on.
         let with_interval = runs.len() >= summary::MIN_RUNS_FOR_INTERVAL;
         assert_eq!(got.p50.low.is_some(), with_interval, "{backend} {key}");
@@ -289,6 +335,45 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
             .filter_map(|g| g["key"]["phase"].as_str())
             .collect();
         assert_eq!(phases, ["steady", "warmup"], "{}", t.name);
+
+        // Cells are kept for summaries, samples are the truth: without cells, the
+        // collector makes them again from the samples, and the answers are the same.
+        let before = summary(address, "group_by=network,study&min_samples=8").await;
+        let cells = || async {
+            with_pool!(t.db, |p| sqlx::query_scalar::<_, i64>(
+                "SELECT COUNT(*) FROM cells"
+            )
+            .fetch_one(p)
+            .await
+            .expect("count cells"))
+        };
+        let kept = cells().await;
+        assert!(kept >= runs.len() as i64, "{}: {kept} cells", t.name);
+        with_pool!(t.db, |p| sqlx::query("DELETE FROM cells")
+            .execute(p)
+            .await
+            .expect("delete cells")
+            .rows_affected());
+        let rebuilt = t.db.rebuild_cells().await.expect("rebuild");
+        assert_eq!(rebuilt, runs.len() as u64, "{}", t.name);
+        assert_eq!(cells().await, kept, "{}", t.name);
+        let fresh = common::serve(common::state(&t.db)).await;
+        let after = summary(fresh, "group_by=network,study&min_samples=8").await;
+        assert_eq!(after, before, "{}", t.name);
+        // A run deleted takes its cells with it.
+        let gone = &runs[0].run_id;
+        let delete = format!("DELETE FROM runs WHERE run_id = '{gone}'");
+        with_pool!(t.db, |p| sqlx::query(&delete)
+            .execute(p)
+            .await
+            .expect("delete a run")
+            .rows_affected());
+        let count = format!("SELECT COUNT(*) FROM cells WHERE run_id = '{gone}'");
+        let left = with_pool!(t.db, |p| sqlx::query_scalar::<_, i64>(&count)
+            .fetch_one(p)
+            .await
+            .expect("count cells"));
+        assert_eq!(left, 0, "{}", t.name);
         t.cleanup().await;
     }
 }

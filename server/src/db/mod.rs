@@ -19,7 +19,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePo
 use sqlx::{QueryBuilder, Row};
 
 pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
-pub use firsttoken_core::summary::Row as SummaryRow;
+pub use firsttoken_core::summary::Cell;
 
 /// Runs `$body` with `$pool` bound to whichever pool `$db` (a [`Db`] or a [`Pool`])
 /// holds. The body is compiled once per backend, so it may use each backend's own types.
@@ -32,6 +32,8 @@ macro_rules! with_pool {
     };
 }
 
+mod cells;
+pub mod partitions;
 mod write;
 
 /// What storing a run did.
@@ -80,7 +82,40 @@ impl Db {
     /// runtime).
     pub fn new(pool: Pool) -> Self {
         let writer = write::Writer::start(pool.clone());
+        if let Pool::Postgres(pg) = &pool {
+            // The months ahead, made while the collector runs (it may run for months).
+            let pg = pg.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(partitions::PREPARE_EVERY).await;
+                    if pg.is_closed() {
+                        return;
+                    }
+                    if let Err(e) = partitions::prepare(&pg, now_ms()).await {
+                        tracing::error!(error = format!("{e:#}"), "cannot make the months ahead");
+                    }
+                }
+            });
+        }
         Self { pool, writer }
+    }
+
+    /// On PostgreSQL, makes the monthly partitions of samples for `now_ms`'s month and
+    /// the months ahead (as the collector does when it starts and every hour); the tables
+    /// made. SQLite keeps one table: nothing to do.
+    pub async fn prepare_partitions(&self, now_ms: i64) -> anyhow::Result<Vec<String>> {
+        match &self.pool {
+            Pool::Postgres(pg) => partitions::prepare(pg, now_ms).await,
+            Pool::Sqlite(_) => Ok(Vec::new()),
+        }
+    }
+
+    /// On PostgreSQL, the months samples are partitioned into, oldest first.
+    pub async fn partitions(&self) -> anyhow::Result<Vec<partitions::Month>> {
+        match &self.pool {
+            Pool::Postgres(pg) => partitions::months(pg).await,
+            Pool::Sqlite(_) => Ok(Vec::new()),
+        }
     }
 
     /// Its connections, for what the collector itself does not do (tests, benchmarks).
@@ -127,7 +162,14 @@ impl Db {
             .run(&pool)
             .await
             .context("cannot bring the PostgreSQL schema up to date")?;
-        Ok(Self::new(Pool::Postgres(pool)))
+        partitions::prepare(&pool, now_ms())
+            .await
+            .context("cannot make the monthly partitions of samples")?;
+        let pool = Pool::Postgres(pool);
+        cells::rebuild_missing(&pool)
+            .await
+            .context("cannot rebuild the summaries' cells")?;
+        Ok(Self::new(pool))
     }
 
     async fn connect_sqlite(url: &str) -> anyhow::Result<Self> {
@@ -152,7 +194,11 @@ impl Db {
             .run(&pool)
             .await
             .context("cannot bring the SQLite schema up to date")?;
-        Ok(Self::new(Pool::Sqlite(pool)))
+        let pool = Pool::Sqlite(pool);
+        cells::rebuild_missing(&pool)
+            .await
+            .context("cannot rebuild the summaries' cells")?;
+        Ok(Self::new(pool))
     }
 
     /// `sqlite` or `postgres`.
@@ -177,7 +223,9 @@ impl Db {
             Pool::Postgres(pool) => {
                 sqlx::query_scalar(
                     "SELECT (COALESCE(pg_total_relation_size(to_regclass('runs')), 0) \
-                     + COALESCE(pg_total_relation_size(to_regclass('samples')), 0))::BIGINT",
+                     + COALESCE((SELECT SUM(pg_total_relation_size(inhrelid)) FROM pg_inherits \
+                                 WHERE inhparent = to_regclass('samples')), 0) \
+                     + COALESCE(pg_total_relation_size(to_regclass('cells')), 0))::BIGINT",
                 )
                 .fetch_one(pool)
                 .await?
@@ -265,8 +313,29 @@ impl Db {
         })
     }
 
-    /// Deletes every run with a sample matching `filter`; returns how many runs went.
+    /// Deletes every run with a sample matching `filter`; returns how many runs went. A
+    /// filter of only an end date, demo runs included, takes every run received before
+    /// it (with no samples too), and on PostgreSQL drops the months wholly before it.
     pub async fn purge(&self, filter: &Filter) -> anyhow::Result<u64> {
+        // Every run before a date: on PostgreSQL the months wholly before it go as
+        // tables first; their runs, and the rest, row by row.
+        if let Some(to) = filter.to_ms
+            && filter.equals.is_empty()
+            && filter.from_ms.is_none()
+            && filter.demo == DemoSamples::Include
+        {
+            if let Pool::Postgres(pg) = &self.pool {
+                let dropped = partitions::drop_before(pg, to).await?;
+                if !dropped.is_empty() {
+                    tracing::info!(?dropped, "purge dropped whole months of samples");
+                }
+            }
+            return with_pool!(self, |pool| {
+                let mut delete = QueryBuilder::new("DELETE FROM runs WHERE received_at_ms < ");
+                delete.push_bind(to);
+                Ok(delete.build().execute(pool).await?.rows_affected())
+            });
+        }
         with_pool!(self, |pool| {
             let mut delete =
                 QueryBuilder::new("DELETE FROM runs WHERE run_id IN (SELECT run_id FROM samples");
@@ -276,53 +345,21 @@ impl Db {
         })
     }
 
-    /// Streams the samples matching `filter` to `each`, with the values of `group_by`
-    /// as text (booleans as `true`/`false`, numbers in decimal, absent as "").
-    pub async fn summary_rows(
+    /// Makes the cells of runs that have none from their samples, as the collector does
+    /// when it starts; how many runs got cells.
+    pub async fn rebuild_cells(&self) -> anyhow::Result<u64> {
+        cells::rebuild_missing(&self.pool).await
+    }
+
+    /// Streams the cells matching `filter` to `each`, with the values of `group_by` as
+    /// text (booleans as `true`/`false`, numbers in decimal, absent as "").
+    pub async fn summary_cells(
         &self,
         filter: &Filter,
         group_by: &[Dimension],
-        mut each: impl FnMut(SummaryRow),
+        each: impl FnMut(Cell),
     ) -> anyhow::Result<()> {
-        with_pool!(self, |pool| {
-            let mut select = QueryBuilder::new("SELECT run_id, error, ttft_ms, e2e_ms");
-            for dimension in group_by {
-                select.push(", ").push(dimension.column());
-            }
-            select.push(" FROM samples");
-            filter.push_where(&mut select);
-            let mut rows = select.build().fetch(pool);
-            while let Some(row) = rows.try_next().await? {
-                let group = group_by
-                    .iter()
-                    .enumerate()
-                    .map(|(i, dimension)| {
-                        let at = i + 4;
-                        Ok(match dimension.kind() {
-                            filter::Kind::Text => {
-                                row.try_get::<Option<String>, _>(at)?.unwrap_or_default()
-                            }
-                            filter::Kind::Bool => row
-                                .try_get::<Option<bool>, _>(at)?
-                                .map(|b| b.to_string())
-                                .unwrap_or_default(),
-                            filter::Kind::Int => row
-                                .try_get::<Option<i64>, _>(at)?
-                                .map(|n| n.to_string())
-                                .unwrap_or_default(),
-                        })
-                    })
-                    .collect::<Result<Vec<String>, sqlx::Error>>()?;
-                each(SummaryRow {
-                    group,
-                    run_id: row.try_get(0)?,
-                    error: row.try_get(1)?,
-                    ttft_ms: row.try_get(2)?,
-                    e2e_ms: row.try_get(3)?,
-                });
-            }
-            anyhow::Ok(())
-        })
+        cells::summary_cells(&self.pool, filter, group_by, each).await
     }
 
     /// Sends the samples matching `filter` to `rows`, oldest first, as the database
@@ -502,6 +539,13 @@ pub fn redact(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
+}
+
+/// Unix milliseconds now.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use firsttoken_core::{Run, Sample};
 use sqlx::QueryBuilder;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{Pool, Stored};
+use super::{Pool, Stored, cells};
 
 /// Uploads waiting for the writer. A full queue makes the next upload wait (its handler
 /// holds it); with at most this many queued, memory stays bounded by the upload size.
@@ -312,6 +312,15 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
                 .await
                 .context("inserting samples")?;
         }
+        // Each new run's cells, for summaries: in this transaction, so they never disagree
+        // with the samples.
+        let cells: Vec<cells::CellRow> = firsts
+            .iter()
+            .filter(|u| created.contains(&u.run.run_id))
+            .flat_map(|u| cells::cells_of_run(&u.run, u.received_at_ms))
+            .collect();
+        let numbered = cells::numbered(&cells);
+        cells::insert_cells!(tx, numbered);
         tx.commit().await.context("committing uploads")?;
         anyhow::Ok((created, earlier))
     })?;

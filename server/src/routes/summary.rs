@@ -1,6 +1,7 @@
 //! `GET /api/v1/summary`: the crowd's numbers, grouped and filtered by the query string.
 //!
-//! A summary scans samples and is open to anyone who can reach the collector, so it is
+//! A summary scans cells (each run's samples of one combination of dimensions, kept as
+//! sketches; `db/cells.rs`) and is open to anyone who can reach the collector, so it is
 //! the cheapest way to make the server work hard. It is bounded three ways:
 //! - at most [`SUMMARIES_AT_ONCE`] are computed at once (each holds one database
 //!   connection, so uploads and `/healthz` always have the rest of the pool); a request
@@ -32,9 +33,9 @@ use super::selection::{self, Purpose};
 use crate::AppState;
 use crate::db::Filter;
 use crate::error::AppError;
-use firsttoken_core::summary::{Accumulator, Dimension, Row, Summary};
+use firsttoken_core::summary::{Accumulator, Cell, Dimension, Summary};
 
-/// Summaries computed at once. Each holds every value it summarises in memory while it
+/// Summaries computed at once. Each holds a sketch per run and group in memory while it
 /// runs, so this bounds what worst-case queries can make the server hold.
 pub const SUMMARIES_AT_ONCE: usize = 1;
 /// How long a summary waits for its turn before the answer is "busy".
@@ -147,11 +148,11 @@ async fn summary(
 const BATCH_ROWS: usize = 1024;
 const BATCHES_WAITING: usize = 16;
 
-/// Scans the samples on the server's runtime and tallies them on a thread of the
+/// Scans the cells on the server's runtime and tallies them on a thread of the
 /// summary's own, which also works out the intervals (real CPU on large groups). The
-/// threads that serve uploads never hold a summary's values, and the memory a summary
+/// threads that serve uploads never hold a summary's sketches, and the memory a summary
 /// took is there for the next one: the allocator hands an exited thread's arena to the
-/// next thread, where values tallied on the shared threads would stay spread over
+/// next thread, where sketches merged on the shared threads would stay spread over
 /// every arena they touched. If the scan is dropped (its time limit), the thread stops
 /// without working anything out.
 async fn tally(
@@ -160,7 +161,7 @@ async fn tally(
     group_by: Vec<Dimension>,
     min_samples: usize,
 ) -> Result<Summary, AppError> {
-    let (rows, batches) = std::sync::mpsc::sync_channel::<Vec<Row>>(BATCHES_WAITING);
+    let (rows, batches) = std::sync::mpsc::sync_channel::<Vec<Cell>>(BATCHES_WAITING);
     let (done, summary) = tokio::sync::oneshot::channel();
     let dimensions = group_by.clone();
     std::thread::Builder::new()
@@ -173,15 +174,17 @@ async fn tally(
                     let _ = done.send(accumulator.finish(&dimensions, min_samples));
                     return;
                 }
-                batch.into_iter().for_each(|row| accumulator.add(row));
+                batch
+                    .into_iter()
+                    .for_each(|cell| accumulator.add_cell(cell));
             }
         })
         .map_err(anyhow::Error::from)?;
     let mut batch = Vec::with_capacity(BATCH_ROWS);
     state
         .db
-        .summary_rows(&filter, &group_by, |row| {
-            batch.push(row);
+        .summary_cells(&filter, &group_by, |cell| {
+            batch.push(cell);
             if batch.len() == BATCH_ROWS {
                 // Blocks only while the tally is BATCHES_WAITING batches behind.
                 let _ = rows.send(std::mem::replace(
