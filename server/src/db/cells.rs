@@ -170,6 +170,7 @@ macro_rules! insert_cells {
             insert.push(" ON CONFLICT (run_id, cell) DO NOTHING");
             insert
                 .build()
+                .persistent(false)
                 .execute(&mut *$conn)
                 .await
                 .context("inserting cells")?;
@@ -224,6 +225,7 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
         let mut runs: BTreeMap<String, StoredRun> = BTreeMap::new();
         for row in select
             .build()
+            .persistent(false)
             .fetch_all(p)
             .await
             .context("reading samples to rebuild cells")?

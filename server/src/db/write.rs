@@ -37,6 +37,11 @@ const SAMPLES_PER_COMMIT: usize = 20_000;
 /// it writes).
 const POSTGRES_WRITERS: usize = 4;
 
+/// Every statement here has as many rows or ids as the batch has, so each is written
+/// once: they are not kept prepared (`persistent(false)`). sqlx keeps up to 100 prepared
+/// statements per connection, and a SQLite statement inserting a thousand rows of 33
+/// values is about a megabyte of program: kept, they held hundreds of megabytes.
+///
 /// Bound parameters per sample row, and how many rows one INSERT may carry (SQLite allows
 /// 32766 parameters per statement, PostgreSQL 65535).
 const SAMPLE_COLUMNS: usize = 33;
@@ -223,6 +228,7 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
         insert.push(" ON CONFLICT (run_id) DO NOTHING RETURNING run_id");
         let created: HashSet<String> = insert
             .build_query_scalar()
+            .persistent(false)
             .fetch_all(&mut *tx)
             .await
             .context("inserting runs")?
@@ -246,6 +252,7 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             select.push(")");
             let rows: Vec<(String, String)> = select
                 .build_query_as()
+                .persistent(false)
                 .fetch_all(&mut *tx)
                 .await
                 .context("reading runs stored earlier")?;
@@ -308,6 +315,7 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             });
             insert
                 .build()
+                .persistent(false)
                 .execute(&mut *tx)
                 .await
                 .context("inserting samples")?;
