@@ -11,7 +11,6 @@ use firsttoken_core::Phase;
 use firsttoken_core::stats::min_values_for;
 use firsttoken_core::summary::{Dimension, Group, Interval, MIN_RUNS_FOR_INTERVAL, Summary};
 use leptos::prelude::*;
-use leptos::task::spawn_local;
 
 use crate::browser;
 use crate::collector::{self, SummaryError};
@@ -70,33 +69,53 @@ fn query(pairs: &[(&str, String)]) -> String {
         .join("&")
 }
 
-fn fetch_summary(query: String, answer: RwSignal<Answer>) {
-    fetch_summaries(vec![(query, answer)]);
+/// Asks for one summary.
+async fn ask(query: &str) -> Answer {
+    let url = format!("{}{}", browser::app_root(), collector::SUMMARY_PATH);
+    match collector::summary(&Scope::current(), &url, query, results_token().as_deref()).await {
+        Ok(summary) => Answer::Loaded(summary),
+        Err(SummaryError::NeedsToken(message)) => Answer::NeedsToken(message),
+        Err(SummaryError::Other(message)) => Answer::Failed(message),
+    }
 }
 
-/// Asks for several summaries one after another: the collector computes one at a time.
-fn fetch_summaries(asks: Vec<(String, RwSignal<Answer>)>) {
-    for (_, answer) in &asks {
-        answer.set(Answer::Waiting);
-    }
-    spawn_local(async move {
-        let url = format!("{}{}", browser::app_root(), collector::SUMMARY_PATH);
-        for (query, answer) in asks {
-            answer.set(
-                match collector::summary(
-                    &Scope::current(),
-                    &url,
-                    &query,
-                    results_token().as_deref(),
-                )
-                .await
-                {
-                    Ok(summary) => Answer::Loaded(summary),
-                    Err(SummaryError::NeedsToken(message)) => Answer::NeedsToken(message),
-                    Err(SummaryError::Other(message)) => Answer::Failed(message),
-                },
-            );
+/// What was asked last: the queries, and a number that grows with each ask (so asking the
+/// same again, after the token was given, asks again).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Asked {
+    n: u64,
+    queries: Vec<String>,
+}
+
+/// The answers to what `asked` holds, through a Leptos resource: each ask starts a fetch,
+/// and only the newest one's answers are kept (the resource drops an older fetch that
+/// finishes later), so two quick clicks cannot end on the first one's numbers. The
+/// queries are asked one after another: the collector computes one at a time. Until the
+/// newest answers arrive, every answer reads [`Answer::Waiting`].
+fn answers(asked: RwSignal<Asked>) -> impl Fn(usize) -> Answer + Copy {
+    let fetched = LocalResource::new(move || {
+        let Asked { n, queries } = asked.get();
+        async move {
+            let mut answers = Vec::with_capacity(queries.len());
+            for query in &queries {
+                answers.push(ask(query).await);
+            }
+            (n, answers)
         }
+    });
+    move |i: usize| match fetched.get() {
+        Some((n, answers)) if n == asked.with(|a| a.n) => {
+            answers.get(i).cloned().unwrap_or(Answer::Waiting)
+        }
+        _ => Answer::Waiting,
+    }
+}
+
+/// Asks `queries` anew.
+fn ask_again(asked: RwSignal<Asked>, queries: Vec<String>) {
+    asked.update(|a| {
+        a.n += 1;
+        a.queries = queries;
     });
 }
 
@@ -161,7 +180,8 @@ pub fn ResultsPage() -> impl IntoView {
     let to = RwSignal::new(String::new());
     let include_demo = RwSignal::new(crate::session::query_has("include_demo=true"));
     let min_samples = RwSignal::new("30".to_owned());
-    let answer = RwSignal::new(Answer::Waiting);
+    let asked = RwSignal::new(Asked::default());
+    let answer = answers(asked);
 
     let load = move || {
         let group_by = group_by
@@ -195,7 +215,7 @@ pub fn ResultsPage() -> impl IntoView {
             ),
             ("min_samples", min_samples.get_untracked().trim().to_owned()),
         ];
-        fetch_summary(query(&pairs), answer);
+        ask_again(asked, vec![query(&pairs)]);
     };
     load();
 
@@ -282,7 +302,7 @@ pub fn ResultsPage() -> impl IntoView {
                     </p>
                 })
             }}
-            {move || match answer.get() {
+            {move || match answer(0) {
                 Answer::Waiting => view! { <p class="status">"Asking the collector…"</p> }.into_any(),
                 Answer::Failed(message) => view! { <p class="error" role="alert" data-testid="results-error">{message}</p> }.into_any(),
                 Answer::NeedsToken(message) => view! { <TokenForm message=message on_token=Callback::new(move |()| load()) /> }.into_any(),
@@ -432,8 +452,10 @@ fn CompareVersions() -> impl IntoView {
     let compared = RwSignal::new((String::new(), String::new(), Dimension::Network));
     // The table: groups by version and the split. The curves: by version alone, so each
     // is the version's whole distribution.
-    let split_answer = RwSignal::new(Answer::Waiting);
-    let pooled_answer = RwSignal::new(Answer::Waiting);
+    let comparison = RwSignal::new(Asked::default());
+    let answer = answers(comparison);
+    let split_answer = move || answer(0);
+    let pooled_answer = move || answer(1);
     let error = RwSignal::new(None::<String>);
 
     let compare = move |ev: leptos::ev::SubmitEvent| {
@@ -463,20 +485,20 @@ fn CompareVersions() -> impl IntoView {
         };
         asked.set(true);
         compared.set((b, a, split.get_untracked()));
-        fetch_summaries(vec![
-            (
+        ask_again(
+            comparison,
+            vec![
                 filters(format!("target_version,{}", split.get_untracked().name())),
-                split_answer,
-            ),
-            (filters("target_version".to_owned()), pooled_answer),
-        ]);
+                filters("target_version".to_owned()),
+            ],
+        );
     };
 
     let table = move || {
         if !asked.get() {
             return ().into_any();
         }
-        let summary = match split_answer.get() {
+        let summary = match split_answer() {
             Answer::Loaded(summary) => summary,
             Answer::Failed(message) | Answer::NeedsToken(message) => {
                 return view! { <p class="error" role="alert">{message}</p> }.into_any();
@@ -545,7 +567,7 @@ fn CompareVersions() -> impl IntoView {
                 }
             })
             .collect::<Vec<_>>();
-        let series: Vec<Series> = match pooled_answer.get() {
+        let series: Vec<Series> = match pooled_answer() {
             Answer::Loaded(pooled) => [(&b, "before"), (&a, "after")]
                 .into_iter()
                 .filter_map(|(version, which)| {
