@@ -12,6 +12,7 @@ pub mod engine;
 pub mod format;
 pub mod pages;
 pub mod session;
+pub mod summaries;
 pub mod target_check;
 pub mod uploads;
 
