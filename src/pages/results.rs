@@ -319,9 +319,10 @@ fn SummaryView(summary: Summary) -> impl IntoView {
     view! {
         <p class="status">
             {format!(
-                "Time to first token, {}. Each percentile has its 95% interval beneath it, from resampling whole runs (a run's requests share a browser, a network and a minute), once a group has {MIN_RUNS_FOR_INTERVAL} runs; groups with fewer than {} answered requests show counts only.",
+                "Time to first token, {}. Each percentile has its 95% interval beneath it, from resampling whole runs (a run's requests share a browser, a network and a minute), once a group has {MIN_RUNS_FOR_INTERVAL} runs; groups with fewer than {} answered requests show counts only. The collector keeps each run's times as histograms, so percentiles and intervals are within {:.2}% of the exact figures; counts, minimum and maximum are exact.",
                 if dimensions.is_empty() { "all runs together".to_owned() } else { format!("by {}", dimensions.iter().map(|d| d.title().to_lowercase()).collect::<Vec<_>>().join(" and ")) },
-                summary.min_samples
+                summary.min_samples,
+                firsttoken_core::sketch::RELATIVE_ERROR * 100.0
             )}
         </p>
         <div class="table-scroll" tabindex="0" role="region" aria-label="Percentiles by group">
