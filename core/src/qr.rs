@@ -29,24 +29,32 @@ pub struct LinkQr {
     pub level: &'static str,
 }
 
+/// Why a link has no QR code.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkQrError {
+    #[error(
+        "No QR code: the link is {0} characters, more than a code a phone reads off a screen holds ({MAX_LINK_CHARS}). Shorten the study (fewer targets or scenarios, a shorter request body) or send the link as text."
+    )]
+    TooLong(usize),
+    #[error("the link cannot be drawn as a QR code: {0}")]
+    Encoder(String),
+}
+
 /// The matrix of `link`'s code: error correction M where the link fits in
-/// [`MAX_VERSION`], else L; a sentence saying why when it fits in neither.
-pub fn link_code(link: &str) -> Result<(QrCode, &'static str), String> {
+/// [`MAX_VERSION`], else L; why, when it fits in neither.
+pub fn link_code(link: &str) -> Result<(QrCode, &'static str), LinkQrError> {
     for (level, name) in [(EcLevel::M, "M"), (EcLevel::L, "L")] {
         match QrCode::with_error_correction_level(link.as_bytes(), level) {
             Ok(code) if version_of(&code) <= MAX_VERSION => return Ok((code, name)),
             Ok(_) | Err(QrError::DataTooLong) => continue,
-            Err(e) => return Err(format!("the link cannot be drawn as a QR code: {e}")),
+            Err(e) => return Err(LinkQrError::Encoder(e.to_string())),
         }
     }
-    Err(format!(
-        "No QR code: the link is {} characters, more than a code a phone reads off a screen holds ({MAX_LINK_CHARS}). Shorten the study (fewer targets or scenarios, a shorter request body) or send the link as text.",
-        link.len()
-    ))
+    Err(LinkQrError::TooLong(link.len()))
 }
 
 /// The link's code as SVG, `px` pixels a side at least.
-pub fn link_qr(link: &str, px: u32) -> Result<LinkQr, String> {
+pub fn link_qr(link: &str, px: u32) -> Result<LinkQr, LinkQrError> {
     let (code, level) = link_code(link)?;
     let svg = code
         .render::<svg::Color>()
@@ -135,6 +143,8 @@ mod tests {
         let Err(why) = link_code(&link(MAX_LINK_CHARS + 1)) else {
             panic!("a link too long for version {MAX_VERSION} got a code");
         };
+        assert_eq!(why, LinkQrError::TooLong(MAX_LINK_CHARS + 1));
+        let why = why.to_string();
         assert!(
             why.contains("1274 characters") && why.contains("send the link as text"),
             "{why}"

@@ -6,8 +6,6 @@
 //! firsttoken says so instead of failing obscurely. Opening a link validates everything in
 //! it, and every failure is a sentence a beta user can pass on to the operator.
 
-use std::fmt;
-
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
@@ -71,46 +69,27 @@ pub fn is_study_id(id: &str) -> bool {
 }
 
 /// Why a link cannot be opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LinkError {
+    #[error("the link has no study in it: it should end with #v1. and a long code")]
     Empty,
     /// Made by another firsttoken version.
+    #[error(
+        "the link was made for firsttoken format {0:?}, and this page reads {VERSION}: ask for a new link"
+    )]
     UnknownVersion(String),
     /// The text after the version is damaged (often: cut off when copied).
+    #[error("the link is damaged ({0}); it may have been cut off when it was copied")]
     Damaged(&'static str),
+    #[error("the link is too long ({0} characters, at most {MAX_PAYLOAD_CHARS})")]
     TooLong(usize),
     /// The contents are not a study.
+    #[error("the link does not describe a study: {0}")]
     NotAStudy(String),
     /// A study, but not a runnable one.
+    #[error("the study in the link is not valid: {0}")]
     Invalid(ValidationError),
 }
-
-impl fmt::Display for LinkError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LinkError::Empty => write!(
-                f,
-                "the link has no study in it: it should end with #v1. and a long code"
-            ),
-            LinkError::UnknownVersion(v) => write!(
-                f,
-                "the link was made for firsttoken format {v:?}, and this page reads {VERSION}: ask for a new link"
-            ),
-            LinkError::Damaged(why) => write!(
-                f,
-                "the link is damaged ({why}); it may have been cut off when it was copied"
-            ),
-            LinkError::TooLong(n) => write!(
-                f,
-                "the link is too long ({n} characters, at most {MAX_PAYLOAD_CHARS})"
-            ),
-            LinkError::NotAStudy(why) => write!(f, "the link does not describe a study: {why}"),
-            LinkError::Invalid(e) => write!(f, "the study in the link is not valid: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for LinkError {}
 
 /// Header names that usually carry secrets.
 fn secret_looking(name: &str) -> bool {

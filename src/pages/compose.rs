@@ -659,7 +659,7 @@ pub fn ComposePage() -> impl IntoView {
 /// saves it as an SVG file; where the link is too long for one, the reason instead.
 #[component]
 fn LinkQrCode(link: String) -> impl IntoView {
-    match qr::link_qr(&link, QR_PX) {
+    match qr::link_qr(&link, QR_PX).map_err(|e| e.to_string()) {
         Ok(code) => {
             let file = format!(
                 "data:image/svg+xml;charset=utf-8,{}",

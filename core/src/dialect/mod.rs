@@ -10,6 +10,7 @@
 //! text, and counting any of them as the first token makes TTFT look better than what the
 //! user saw.
 
+use crate::ValidationError;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -67,13 +68,13 @@ pub struct CustomDialect {
 
 impl CustomDialect {
     /// Checks the names and pointers; the error names the field.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+    pub fn validate(&self) -> Result<(), ValidationError> {
         let name = |field: &'static str, value: &str| {
             if value.is_empty()
                 || value.len() > 64
                 || value.chars().any(|c| c.is_control() || c == ' ')
             {
-                Err((
+                Err(ValidationError::new(
                     field,
                     format!("{value:?} is not an event name (1–64 characters, no spaces)"),
                 ))
@@ -83,7 +84,7 @@ impl CustomDialect {
         };
         let pointer = |field: &'static str, value: &str| {
             if value.len() > 256 || !(value.is_empty() || value.starts_with('/')) {
-                Err((
+                Err(ValidationError::new(
                     field,
                     format!("{value:?} is not a JSON pointer: it must be empty or start with /"),
                 ))
@@ -102,9 +103,9 @@ impl CustomDialect {
         if let Some(error) = &self.error_pointer {
             pointer("error_pointer", error)?;
             if error.is_empty() {
-                return Err((
+                return Err(ValidationError::new(
                     "error_pointer",
-                    "must point inside the event's data (start with /)".into(),
+                    "must point inside the event's data (start with /)",
                 ));
             }
         }
@@ -498,10 +499,13 @@ mod tests {
             timings_pointer: None,
             error_pointer: None,
         };
-        assert_eq!(custom.validate().expect_err("pointer").0, "token_pointer");
+        assert_eq!(
+            custom.validate().expect_err("pointer").field,
+            "token_pointer"
+        );
         custom.token_pointer = "/t".into();
         custom.token_event = "two words".into();
-        assert_eq!(custom.validate().expect_err("name").0, "token_event");
+        assert_eq!(custom.validate().expect_err("name").field, "token_event");
         custom.token_event = "token".into();
         assert_eq!(custom.validate(), Ok(()));
     }
@@ -613,12 +617,12 @@ mod tests {
             error_pointer: Some("error".into()),
         };
         assert_eq!(
-            description.validate().expect_err("not a pointer").0,
+            description.validate().expect_err("not a pointer").field,
             "error_pointer"
         );
         description.error_pointer = Some(String::new());
         assert_eq!(
-            description.validate().expect_err("the whole event").0,
+            description.validate().expect_err("the whole event").field,
             "error_pointer"
         );
     }

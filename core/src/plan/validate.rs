@@ -18,10 +18,7 @@ impl Plan {
         for (i, target) in self.targets.iter().enumerate() {
             target
                 .validate()
-                .map_err(|(field, message)| ValidationError {
-                    field: format!("targets[{i}].{field}"),
-                    message,
-                })?;
+                .map_err(|e| e.within(&format!("targets[{i}]")))?;
         }
         let has_probe_url = self.main_target().probe_url.is_some();
         check_phases(
@@ -92,16 +89,8 @@ fn check_phases(
         });
     }
     for (i, phase) in phases.iter().enumerate() {
-        check_phase(phase, targets, multiplexed, probe_url).map_err(|(field, message)| {
-            ValidationError {
-                field: if field.is_empty() {
-                    format!("phases[{i}]")
-                } else {
-                    format!("phases[{i}].{field}")
-                },
-                message,
-            }
-        })?;
+        check_phase(phase, targets, multiplexed, probe_url)
+            .map_err(|e| e.within(&format!("phases[{i}]")))?;
     }
     let total: u64 = phases.iter().map(|p| p.requests(targets)).sum();
     if total > MAX_SAMPLES as u64 {
@@ -138,10 +127,10 @@ fn check_phase(
     targets: usize,
     multiplexed: bool,
     probe_url: Option<bool>,
-) -> Result<(), (String, String)> {
+) -> Result<(), ValidationError> {
     let at_least_one = |field: &str, n: u32| {
         if n == 0 {
-            Err((field.to_owned(), "must be at least 1".to_owned()))
+            Err(ValidationError::new(field, "must be at least 1"))
         } else {
             Ok(())
         }
@@ -150,9 +139,9 @@ fn check_phase(
         PhasePlan::Probe { requests } => {
             at_least_one("requests", *requests)?;
             if probe_url == Some(false) {
-                return Err((
-                    String::new(),
-                    "a probe phase needs targets[0].probe_url, a light GET endpoint on the target's host".into(),
+                return Err(ValidationError::new(
+                    "",
+                    "a probe phase needs targets[0].probe_url, a light GET endpoint on the target's host",
                 ));
             }
         }
@@ -167,20 +156,20 @@ fn check_phase(
         } => {
             at_least_one("requests_per_level", *requests_per_level)?;
             if levels.is_empty() {
-                return Err((
-                    "levels".into(),
-                    "list at least one concurrency level".into(),
+                return Err(ValidationError::new(
+                    "levels",
+                    "list at least one concurrency level",
                 ));
             }
             for (j, &k) in levels.iter().enumerate() {
                 if !(1..=MAX_LEVEL).contains(&k) {
-                    return Err((
+                    return Err(ValidationError::new(
                         format!("levels[{j}]"),
                         format!("must be between 1 and {MAX_LEVEL}, got {k}"),
                     ));
                 }
                 if k > HTTP1_CONNECTIONS_PER_HOST && !multiplexed {
-                    return Err((
+                    return Err(ValidationError::new(
                         format!("levels[{j}]"),
                         format!(
                             "{k} simultaneous requests exceed the {HTTP1_CONNECTIONS_PER_HOST} connections per host \
@@ -193,14 +182,17 @@ fn check_phase(
         }
         PhasePlan::Cold { idle_ms } => {
             if idle_ms.is_empty() {
-                return Err(("idle_ms".into(), "list at least one idle interval".into()));
+                return Err(ValidationError::new(
+                    "idle_ms",
+                    "list at least one idle interval",
+                ));
             }
             if let Some((j, ms)) = idle_ms
                 .iter()
                 .enumerate()
                 .find(|(_, ms)| **ms > MAX_IDLE_MS)
             {
-                return Err((
+                return Err(ValidationError::new(
                     format!("idle_ms[{j}]"),
                     format!("must be at most {MAX_IDLE_MS} ms (30 minutes), got {ms}"),
                 ));
@@ -209,9 +201,9 @@ fn check_phase(
         PhasePlan::Compare { rounds } => {
             at_least_one("rounds", *rounds)?;
             if targets < 2 {
-                return Err((
-                    String::new(),
-                    "a compare phase needs a second target to compare with".into(),
+                return Err(ValidationError::new(
+                    "",
+                    "a compare phase needs a second target to compare with",
                 ));
             }
         }
@@ -247,8 +239,8 @@ impl TargetPlan {
             .map(|t| t.replace("{n}", &n.to_string()))
     }
 
-    fn validate(&self) -> Result<(), (String, String)> {
-        let field = |f: &str, m: String| Err((f.to_owned(), m));
+    fn validate(&self) -> Result<(), ValidationError> {
+        let field = |f: &str, m: String| Err(ValidationError::new(f, m));
         if self.label.trim().is_empty()
             || self.label.chars().count() > 64
             || self.label.chars().any(char::is_control)
@@ -260,9 +252,7 @@ impl TargetPlan {
         }
         check_url(&self.url).or_else(|m| field("url", m))?;
         if let Dialect::Custom(custom) = &self.dialect {
-            custom
-                .validate()
-                .or_else(|(f, m)| field(&format!("dialect.custom.{f}"), m))?;
+            custom.validate().map_err(|e| e.within("dialect.custom"))?;
         }
         if self.headers.len() > MAX_HEADERS {
             return field("headers", format!("at most {MAX_HEADERS} headers"));

@@ -17,6 +17,28 @@ pub struct ValidationError {
     pub message: String,
 }
 
+impl ValidationError {
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The same error for a field inside `parent`: `levels[1]` within `phases[2]` is
+    /// `phases[2].levels[1]`; an error about the whole of it names `parent` alone.
+    pub fn within(self, parent: &str) -> Self {
+        Self {
+            field: if self.field.is_empty() {
+                parent.to_owned()
+            } else {
+                format!("{parent}.{}", self.field)
+            },
+            message: self.message,
+        }
+    }
+}
+
 /// Collects the path of the field being checked.
 struct Check<'a> {
     path: &'a dyn fmt::Display,
@@ -196,7 +218,7 @@ impl Target {
         if let crate::dialect::Dialect::Custom(custom) = &self.dialect {
             custom
                 .validate()
-                .map_err(|(field, message)| c.fail(&format!("dialect.custom.{field}"), message))?;
+                .map_err(|e| c.fail(&format!("dialect.custom.{}", e.field), e.message))?;
         }
         if self.scenarios.len() > 16 {
             return Err(c.fail("scenarios", "at most 16 scenarios"));
