@@ -144,23 +144,23 @@ impl Sketch {
     /// The values the sketch stands for, ascending, as (value, how many): the exact
     /// minimum and maximum once each, every other value as its bucket's representative
     /// clamped to them.
-    pub fn values(&self) -> Vec<(f64, u64)> {
-        match self.count {
-            0 => return Vec::new(),
-            1 => return vec![(self.min, 1)],
-            _ => {}
-        }
-        let last = self.buckets.len() - 1;
-        let mut out = Vec::with_capacity(self.buckets.len() + 2);
-        out.push((self.min, 1));
-        for (i, &(index, count)) in self.buckets.iter().enumerate() {
-            let count = count - u64::from(i == 0) - u64::from(i == last);
-            if count > 0 {
-                out.push((representative(index).clamp(self.min, self.max), count));
-            }
-        }
-        out.push((self.max, 1));
-        out
+    pub fn values(&self) -> impl Iterator<Item = (f64, u64)> + '_ {
+        let (n, last) = (self.count, self.buckets.len().saturating_sub(1));
+        // With two values or more the minimum and the maximum stand apart, each taking one
+        // count from the first and the last bucket.
+        let middle = self
+            .buckets
+            .iter()
+            .enumerate()
+            .filter(move |_| n >= 2)
+            .filter_map(move |(i, &(index, count))| {
+                let count = count - u64::from(i == 0) - u64::from(i == last);
+                (count > 0).then(|| (representative(index).clamp(self.min, self.max), count))
+            });
+        std::iter::once((self.min, 1))
+            .filter(move |_| n >= 1)
+            .chain(middle)
+            .chain(std::iter::once((self.max, 1)).filter(move |_| n >= 2))
     }
 
     /// The value at fractional rank `rank` (0 to count − 1), interpolated between the two
@@ -193,25 +193,10 @@ impl Sketch {
 
     /// How many of the values it stands for are at or below `value`.
     pub fn at_or_below(&self, value: f64) -> u64 {
-        match self.count {
-            0 => return 0,
-            1 => return u64::from(self.min <= value),
-            _ if self.min > value => return 0,
-            _ => {}
-        }
-        // As `values` lists them, without the list: the minimum, the buckets, the maximum.
-        let last = self.buckets.len() - 1;
-        let mut at_or_below = 1;
-        for (i, &(index, count)) in self.buckets.iter().enumerate() {
-            let count = count - u64::from(i == 0) - u64::from(i == last);
-            if count > 0 {
-                if representative(index).clamp(self.min, self.max) > value {
-                    return at_or_below;
-                }
-                at_or_below += count;
-            }
-        }
-        at_or_below + u64::from(self.max <= value)
+        self.values()
+            .take_while(|(v, _)| *v <= value)
+            .map(|(_, count)| count)
+            .sum()
     }
 
     /// The values it stands for, one by one, ascending.

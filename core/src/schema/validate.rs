@@ -192,6 +192,14 @@ impl Run {
     pub fn main_target(&self) -> &Target {
         &self.targets[0]
     }
+
+    /// The target `sample` went to (the main one if its index names none: a validated run
+    /// has no such sample).
+    pub fn target_of(&self, sample: &Sample) -> &Target {
+        self.targets
+            .get(sample.target as usize)
+            .unwrap_or(self.main_target())
+    }
 }
 
 /// Formats `targets[i]` only when an error needs it.

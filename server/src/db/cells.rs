@@ -52,6 +52,8 @@ pub(super) struct Counted<'a> {
 #[derive(Debug)]
 pub(super) struct CellRow {
     pub run_id: String,
+    /// Its number within the run, from 0.
+    pub cell: usize,
     pub received_at_ms: i64,
     pub key: CellKey,
     pub samples: u64,
@@ -77,6 +79,7 @@ pub(super) fn cells<'a>(
     for (key, sample) in samples {
         let cell = cells.entry(key.clone()).or_insert_with(|| CellRow {
             run_id: run_id.to_owned(),
+            cell: 0,
             received_at_ms,
             key,
             samples: 0,
@@ -94,7 +97,11 @@ pub(super) fn cells<'a>(
             }
         }
     }
-    cells.into_values().collect()
+    cells
+        .into_values()
+        .enumerate()
+        .map(|(n, cell)| CellRow { cell: n, ..cell })
+        .collect()
 }
 
 /// The cells of a run as uploaded.
@@ -104,10 +111,7 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
         &run.run_id,
         received_at_ms,
         run.samples.iter().map(|s| {
-            let target = run
-                .targets
-                .get(s.target as usize)
-                .unwrap_or(run.main_target());
+            let target = run.target_of(s);
             let key = CellKey {
                 phase: s.phase.name().to_owned(),
                 concurrency: i64::from(s.concurrency),
@@ -141,32 +145,29 @@ macro_rules! insert_cells {
                  scenario, target_label, target_version, network, effective_type, browser, os, \
                  mobile, study, samples, errors, ttft, e2e) ",
             );
-            insert.push_values(
-                chunk,
-                |mut row, (n, c): &(usize, &$crate::db::cells::CellRow)| {
-                    let errors = (!c.errors.is_empty())
-                        .then(|| serde_json::to_string(&c.errors).unwrap_or_default());
-                    row.push_bind(c.run_id.clone())
-                        .push_bind(*n as i64)
-                        .push_bind(c.received_at_ms)
-                        .push_bind(c.key.target_demo)
-                        .push_bind(c.key.phase.clone())
-                        .push_bind(c.key.concurrency)
-                        .push_bind(c.key.scenario.clone())
-                        .push_bind(c.key.target_label.clone())
-                        .push_bind(c.key.target_version.clone())
-                        .push_bind(c.key.network.clone())
-                        .push_bind(c.key.effective_type.clone())
-                        .push_bind(c.key.browser.clone())
-                        .push_bind(c.key.os.clone())
-                        .push_bind(c.key.mobile)
-                        .push_bind(c.key.study.clone())
-                        .push_bind(c.samples as i64)
-                        .push_bind(errors)
-                        .push_bind(c.ttft.encode())
-                        .push_bind(c.e2e.encode());
-                },
-            );
+            insert.push_values(chunk, |mut row, c: &$crate::db::cells::CellRow| {
+                let errors = (!c.errors.is_empty())
+                    .then(|| serde_json::to_string(&c.errors).unwrap_or_default());
+                row.push_bind(c.run_id.clone())
+                    .push_bind(c.cell as i64)
+                    .push_bind(c.received_at_ms)
+                    .push_bind(c.key.target_demo)
+                    .push_bind(c.key.phase.clone())
+                    .push_bind(c.key.concurrency)
+                    .push_bind(c.key.scenario.clone())
+                    .push_bind(c.key.target_label.clone())
+                    .push_bind(c.key.target_version.clone())
+                    .push_bind(c.key.network.clone())
+                    .push_bind(c.key.effective_type.clone())
+                    .push_bind(c.key.browser.clone())
+                    .push_bind(c.key.os.clone())
+                    .push_bind(c.key.mobile)
+                    .push_bind(c.key.study.clone())
+                    .push_bind(c.samples as i64)
+                    .push_bind(errors)
+                    .push_bind(c.ttft.encode())
+                    .push_bind(c.e2e.encode());
+            });
             insert.push(" ON CONFLICT (run_id, cell) DO NOTHING");
             insert
                 .build()
@@ -178,21 +179,6 @@ macro_rules! insert_cells {
     }};
 }
 pub(super) use insert_cells;
-
-/// Numbers each run's cells from 0, as they are stored.
-pub(super) fn numbered(cells: &[CellRow]) -> Vec<(usize, &CellRow)> {
-    let mut out = Vec::with_capacity(cells.len());
-    let mut n = 0;
-    for (i, cell) in cells.iter().enumerate() {
-        n = if i > 0 && cells[i - 1].run_id == cell.run_id {
-            n + 1
-        } else {
-            0
-        };
-        out.push((n, cell));
-    }
-    out
-}
 
 /// Makes the cells of every run that has samples and no cells, from its samples. Runs
 /// stored before cells existed get them the first time a collector of this version
@@ -269,8 +255,7 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
             })
             .collect();
         let mut tx = p.begin().await?;
-        let numbered = numbered(&all);
-        insert_cells!(tx, numbered);
+        insert_cells!(tx, all);
         tx.commit().await.context("storing rebuilt cells")?;
         rebuilt += ids.len() as u64;
         tracing::info!(

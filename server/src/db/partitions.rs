@@ -97,10 +97,7 @@ pub async fn prepare(pool: &PgPool, now_ms: i64) -> anyhow::Result<Vec<String>> 
 pub async fn create(pool: &PgPool, month: Month) -> anyhow::Result<bool> {
     let (table, from, to) = (month.table(), month.start_ms(), month.next().start_ms());
     let mut tx = pool.begin().await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(LOCK)
-        .execute(&mut *tx)
-        .await?;
+    lock(&mut tx).await?;
     let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
         .bind(&table)
         .fetch_one(&mut *tx)
@@ -151,6 +148,15 @@ pub async fn create(pool: &PgPool, month: Month) -> anyhow::Result<bool> {
     Ok(true)
 }
 
+/// Waits for the other collectors' partition changes; held until `tx` ends.
+async fn lock(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>) -> anyhow::Result<()> {
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(LOCK)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
 /// The monthly partitions there are, oldest first.
 pub async fn months(pool: &PgPool) -> anyhow::Result<Vec<Month>> {
     let names: Vec<String> = sqlx::query_scalar(
@@ -173,10 +179,7 @@ pub async fn drop_before(pool: &PgPool, to_ms: i64) -> anyhow::Result<Vec<String
             break;
         }
         let mut tx = pool.begin().await?;
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(LOCK)
-            .execute(&mut *tx)
-            .await?;
+        lock(&mut tx).await?;
         sqlx::query(&format!("DROP TABLE IF EXISTS {}", month.table()))
             .execute(&mut *tx)
             .await?;

@@ -274,10 +274,7 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             );
             insert.push_values(chunk, |mut row, (u, s)| {
                 let run = &u.run;
-                let target = run
-                    .targets
-                    .get(s.target as usize)
-                    .unwrap_or(run.main_target());
+                let target = run.target_of(s);
                 let usage = s.usage.unwrap_or_default();
                 row.push_bind(run.run_id.as_str())
                     .push_bind(i64::from(s.index))
@@ -327,8 +324,7 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             .filter(|u| created.contains(&u.run.run_id))
             .flat_map(|u| cells::cells_of_run(&u.run, u.received_at_ms))
             .collect();
-        let numbered = cells::numbered(&cells);
-        cells::insert_cells!(tx, numbered);
+        cells::insert_cells!(tx, cells);
         tx.commit().await.context("committing uploads")?;
         anyhow::Ok((created, earlier))
     })?;
