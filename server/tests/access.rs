@@ -6,7 +6,6 @@ mod common;
 
 use firsttoken_server::Config;
 use firsttoken_server::config::Secret;
-use serde_json::Value;
 
 const RESULTS_TOKEN: &str = "results-test-token-of-at-least-32-chars";
 
@@ -17,31 +16,27 @@ async fn summaries_need_the_results_token_once_one_is_set() {
         results_token: Some(Secret(RESULTS_TOKEN.into())),
         ..common::config()
     };
-    let address = common::serve(common::state_with(&t.db, config)).await;
-    let client = reqwest::Client::new();
+    let app = common::App::new(common::state_with(&t.db, config));
 
     // Uploads need no token: beta users have none.
-    let upload = client
-        .post(format!("http://{address}/api/v1/runs"))
+    let upload = app
+        .post("/api/v1/runs")
         .json(&common::run_with(1, |_| {}))
         .send()
-        .await
-        .expect("upload");
-    assert_eq!(upload.status(), 201);
+        .await;
+    assert_eq!(upload.status, 201);
 
     let summary = |token: Option<&str>| {
-        let request = client.get(format!(
-            "http://{address}/api/v1/summary?include_demo=true&phase=any"
-        ));
+        let request = app.get("/api/v1/summary?include_demo=true&phase=any");
         match token {
             Some(token) => request.bearer_auth(token),
             None => request,
         }
         .send()
     };
-    let without = summary(None).await.expect("answer");
-    assert_eq!(without.status(), 401);
-    let body: Value = without.json().await.expect("json");
+    let without = summary(None).await;
+    assert_eq!(without.status, 401);
+    let body = without.json();
     assert_eq!(body["error"]["code"], "unauthorized");
     assert_eq!(
         body["error"]["message"],
@@ -49,38 +44,35 @@ async fn summaries_need_the_results_token_once_one_is_set() {
     );
     assert!(body.get("groups").is_none(), "no numbers without the token");
 
-    let wrong = summary(Some("not-the-token")).await.expect("answer");
-    assert_eq!(wrong.status(), 401);
+    let wrong = summary(Some("not-the-token")).await;
+    assert_eq!(wrong.status, 401);
 
     for token in [RESULTS_TOKEN, common::ADMIN_TOKEN] {
-        let right = summary(Some(token)).await.expect("answer");
-        assert_eq!(right.status(), 200, "{token}");
-        let body: Value = right.json().await.expect("json");
+        let right = summary(Some(token)).await;
+        assert_eq!(right.status, 200, "{token}");
+        let body = right.json();
         assert_eq!(body["groups"][0]["runs"], 1, "{body}");
     }
 
     // A cached answer is no way around the token.
-    let again = summary(None).await.expect("answer");
-    assert_eq!(again.status(), 401);
+    let again = summary(None).await;
+    assert_eq!(again.status, 401);
 
     // The results token cannot export or purge: that stays the operator's.
-    let export = client
-        .get(format!("http://{address}/api/v1/export"))
+    let export = app
+        .get("/api/v1/export")
         .bearer_auth(RESULTS_TOKEN)
         .send()
-        .await
-        .expect("answer");
-    assert_eq!(export.status(), 401);
+        .await;
+    assert_eq!(export.status, 401);
 }
 
 #[tokio::test]
 async fn without_a_results_token_summaries_are_open() {
     let t = common::sqlite().await;
-    let address = common::serve(common::state(&t.db)).await;
-    let response = reqwest::get(format!("http://{address}/api/v1/summary"))
-        .await
-        .expect("answer");
-    assert_eq!(response.status(), 200);
+    let app = common::App::new(common::state(&t.db));
+    let response = app.get("/api/v1/summary").send().await;
+    assert_eq!(response.status, 200);
 }
 
 #[test]

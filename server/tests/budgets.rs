@@ -4,26 +4,29 @@
 
 mod common;
 
-use std::net::SocketAddr;
+use std::time::Duration;
 
+use axum::body::{Body, Bytes};
+use common::App;
 use firsttoken_server::Config;
 use firsttoken_server::db::Table;
 use serde_json::Value;
 
 /// Uploads run `n` as if from `from` (the proxy's `X-Forwarded-For` entry); the status and
 /// the error code.
-async fn upload(address: SocketAddr, n: u64, from: &str) -> (u16, Option<String>) {
+async fn upload(app: &App, n: u64, from: &str) -> (u16, Option<String>) {
     let run = common::run_with(n, |_| {});
-    let response = reqwest::Client::new()
-        .post(format!("http://{address}/api/v1/runs"))
+    let response = app
+        .post("/api/v1/runs")
         .header("x-forwarded-for", from)
         .json(&run)
         .send()
-        .await
-        .expect("response");
-    let status = response.status().as_u16();
-    let body: Value = response.json().await.unwrap_or(Value::Null);
-    (status, body["error"]["code"].as_str().map(str::to_owned))
+        .await;
+    let body: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (
+        response.status.as_u16(),
+        body["error"]["code"].as_str().map(str::to_owned),
+    )
 }
 
 fn behind_a_proxy(config: Config) -> Config {
@@ -41,23 +44,23 @@ async fn samples_are_budgeted_per_network_with_ipv6_counted_per_64() {
         samples_per_hour: 7,
         ..common::config()
     });
-    let address = common::serve(common::state_with(&t.db, config)).await;
-    assert_eq!(upload(address, 1, "2001:db8::1").await.0, 201);
-    assert_eq!(upload(address, 2, "2001:db8::ffff:2").await.0, 201);
+    let app = App::new(common::state_with(&t.db, config));
+    assert_eq!(upload(&app, 1, "2001:db8::1").await.0, 201);
+    assert_eq!(upload(&app, 2, "2001:db8::ffff:2").await.0, 201);
     assert_eq!(
-        upload(address, 3, "2001:db8::3").await,
+        upload(&app, 3, "2001:db8::3").await,
         (429, Some("over_budget".into())),
         "another address in the same /64 shares the budget"
     );
     assert_eq!(
-        upload(address, 4, "2001:db8:0:1::1").await.0,
+        upload(&app, 4, "2001:db8:0:1::1").await.0,
         201,
         "the next /64 is another network"
     );
-    assert_eq!(upload(address, 5, "192.0.2.1").await.0, 201);
+    assert_eq!(upload(&app, 5, "192.0.2.1").await.0, 201);
     // A repeated upload costs nothing.
-    assert_eq!(upload(address, 5, "192.0.2.1").await.0, 200);
-    assert_eq!(upload(address, 6, "192.0.2.1").await.0, 201);
+    assert_eq!(upload(&app, 5, "192.0.2.1").await.0, 200);
+    assert_eq!(upload(&app, 6, "192.0.2.1").await.0, 201);
     assert_eq!(t.db.count(Table::Runs).await.expect("count"), 5);
 }
 
@@ -71,58 +74,49 @@ async fn bytes_are_budgeted_before_the_body_is_read() {
         upload_bytes_per_hour: one_run + one_run / 2,
         ..common::config()
     });
-    let address = common::serve(common::state_with(&t.db, config)).await;
-    assert_eq!(upload(address, 1, "198.51.100.1").await.0, 201);
-    let (status, code) = upload(address, 2, "198.51.100.1").await;
+    let app = App::new(common::state_with(&t.db, config));
+    assert_eq!(upload(&app, 1, "198.51.100.1").await.0, 201);
+    let (status, code) = upload(&app, 2, "198.51.100.1").await;
     assert_eq!((status, code.as_deref()), (429, Some("over_budget")));
-    assert_eq!(upload(address, 3, "198.51.100.2").await.0, 201);
+    assert_eq!(upload(&app, 3, "198.51.100.2").await.0, 201);
 
-    // Refused from the headers alone: the body is never sent.
-    let mut socket = tokio::net::TcpStream::connect(address)
-        .await
-        .expect("connect");
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    socket
-        .write_all(
-            b"POST /api/v1/runs HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.1\r\nContent-Type: application/json\r\nContent-Length: 4000\r\n\r\n",
-        )
-        .await
-        .expect("write");
-    let mut answer = Vec::new();
-    let mut buffer = [0u8; 1024];
-    while !String::from_utf8_lossy(&answer).contains("over_budget") {
-        let n = tokio::time::timeout(std::time::Duration::from_secs(3), socket.read(&mut buffer))
-            .await
-            .expect("answered without the body")
-            .expect("read");
-        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&answer));
-        answer.extend_from_slice(&buffer[..n]);
-    }
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
-    assert!(answer.contains("retry-after"), "{answer}");
+    // Refused from the headers alone: the body never arrives.
+    let never = futures_util::stream::pending::<Result<Bytes, std::io::Error>>();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(3),
+        app.post("/api/v1/runs")
+            .header("x-forwarded-for", "198.51.100.1")
+            .header("content-type", "application/json")
+            .header("content-length", 4000)
+            .stream(Body::from_stream(never))
+            .send(),
+    )
+    .await
+    .expect("answered without the body");
+    assert_eq!(answer.status, 429, "{}", answer.text());
+    assert!(answer.headers.contains_key("retry-after"), "{answer:?}");
+    assert!(answer.text().contains("over_budget"), "{}", answer.text());
 }
 
 #[tokio::test]
 async fn a_full_store_answers_507_and_keeps_what_it_has() {
     for t in common::databases().await {
-        let address = common::serve(common::state(&t.db)).await;
-        assert_eq!(upload(address, 1, "192.0.2.1").await.0, 201, "{}", t.name);
+        let app = App::new(common::state(&t.db));
+        assert_eq!(upload(&app, 1, "192.0.2.1").await.0, 201, "{}", t.name);
         let used = t.db.storage_bytes().await.expect("size");
         assert!(used > 0, "{}", t.name);
         let full = Config {
             max_storage_bytes: used,
             ..common::config()
         };
-        let address = common::serve(common::state_with(&t.db, full)).await;
-        let response = reqwest::Client::new()
-            .post(format!("http://{address}/api/v1/runs"))
+        let app = App::new(common::state_with(&t.db, full));
+        let response = app
+            .post("/api/v1/runs")
             .json(&common::run_with(2, |_| {}))
             .send()
-            .await
-            .expect("response");
-        assert_eq!(response.status(), 507, "{}", t.name);
-        let body: Value = response.json().await.expect("json");
+            .await;
+        assert_eq!(response.status, 507, "{}", t.name);
+        let body = response.json();
         assert_eq!(body["error"]["code"], "storage_full");
         assert!(
             body["error"]["message"]
@@ -131,12 +125,11 @@ async fn a_full_store_answers_507_and_keeps_what_it_has() {
             "{body}"
         );
         // Reads go on, and the stored run is still there.
-        let stored = reqwest::get(format!(
-            "http://{address}/api/v1/runs/00000000-0000-4000-8000-000000000001"
-        ))
-        .await
-        .expect("read");
-        assert_eq!(stored.status(), 200, "{}", t.name);
+        let stored = app
+            .get("/api/v1/runs/00000000-0000-4000-8000-000000000001")
+            .send()
+            .await;
+        assert_eq!(stored.status, 200, "{}", t.name);
         assert_eq!(t.db.count(Table::Runs).await.expect("count"), 1);
         t.cleanup().await;
     }
@@ -149,15 +142,14 @@ async fn only_the_operators_targets_are_accepted_when_named() {
         accept_target_origins: vec!["https://chat.example.com".into()],
         ..common::config()
     };
-    let address = common::serve(common::state_with(&t.db, config)).await;
-    let response = reqwest::Client::new()
-        .post(format!("http://{address}/api/v1/runs"))
+    let app = App::new(common::state_with(&t.db, config));
+    let response = app
+        .post("/api/v1/runs")
         .json(&common::run_with(1, |_| {}))
         .send()
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 422);
-    let body: Value = response.json().await.expect("json");
+        .await;
+    assert_eq!(response.status, 422);
+    let body = response.json();
     assert_eq!(body["error"]["field"], "targets[0].origin");
     assert!(
         body["error"]["message"]
@@ -165,15 +157,14 @@ async fn only_the_operators_targets_are_accepted_when_named() {
             .is_some_and(|m| m.contains("https://chat.example.com")),
         "{body}"
     );
-    let accepted = reqwest::Client::new()
-        .post(format!("http://{address}/api/v1/runs"))
+    let accepted = app
+        .post("/api/v1/runs")
         .json(&common::run_with(2, |run| {
             run["targets"][0]["origin"] = "https://chat.example.com".into();
         }))
         .send()
-        .await
-        .expect("response");
-    assert_eq!(accepted.status(), 201);
+        .await;
+    assert_eq!(accepted.status, 201);
 
     let refused = Config {
         accept_target_origins: vec!["chat.example.com".into()],

@@ -1,15 +1,26 @@
-//! The demo target over a real port: it streams as configured, and the core crate's
-//! recorder reads it as the browser engine would.
+//! The demo target: it streams as configured, and the core crate's recorder reads it as
+//! the browser engine would. Most tests call it in-process; those about what a client
+//! sees of the connection (timing, its port, a dropped connection) use a real port.
 
 mod common;
 
 use std::time::Instant;
 
+use axum::http::Method;
+use common::App;
 use firsttoken_core::{Dialect, StreamRecorder};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-/// The demo's URL on a fresh server, and the guard of its database.
+/// A fresh in-process server, the demo's path with `query`, and the guard of its
+/// database.
+async fn demo(query: &str) -> (App, String, common::TestDb) {
+    let t = common::sqlite().await;
+    let app = App::new(common::state(&t.db));
+    (app, format!("/v1/chat/completions{query}"), t)
+}
+
+/// The demo's URL on a fresh server on a real port, and the guard of its database.
 async fn demo_url(query: &str) -> (String, common::TestDb) {
     let t = common::sqlite().await;
     let address = common::serve(common::state(&t.db)).await;
@@ -25,6 +36,7 @@ fn chat_body(stream: bool) -> Value {
     })
 }
 
+// A real port: the schedule as a client reads it off the connection, buffers included.
 #[tokio::test]
 async fn streams_tokens_on_the_configured_schedule() {
     let (url, _db) = demo_url("?first_token_ms=200&itl_ms=20&tokens=6").await;
@@ -76,18 +88,12 @@ async fn streams_tokens_on_the_configured_schedule() {
 
 #[tokio::test]
 async fn defaults_are_realistic_and_usage_is_only_sent_when_asked() {
-    let (url, _db) = demo_url("").await;
+    let (app, path, _db) = demo("").await;
     let mut body = chat_body(true);
     body.as_object_mut()
         .expect("object")
         .remove("stream_options");
-    let response = reqwest::Client::new()
-        .post(&url)
-        .json(&body)
-        .send()
-        .await
-        .expect("response");
-    let text = response.text().await.expect("body");
+    let text = app.post(&path).json(&body).send().await.text();
     let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
     recorder.on_chunk(0.0, text.as_bytes());
     let m = recorder.finish();
@@ -98,15 +104,10 @@ async fn defaults_are_realistic_and_usage_is_only_sent_when_asked() {
 
 #[tokio::test]
 async fn a_non_streaming_request_gets_one_completion() {
-    let (url, _db) = demo_url("?first_token_ms=10&itl_ms=1&tokens=3").await;
-    let response = reqwest::Client::new()
-        .post(&url)
-        .json(&chat_body(false))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 200);
-    let body: Value = response.json().await.expect("json");
+    let (app, path, _db) = demo("?first_token_ms=10&itl_ms=1&tokens=3").await;
+    let response = app.post(&path).json(&chat_body(false)).send().await;
+    assert_eq!(response.status, 200);
+    let body = response.json();
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(body["choices"][0]["message"]["content"], "Your first token");
     assert_eq!(body["usage"]["completion_tokens"], 3);
@@ -114,7 +115,6 @@ async fn a_non_streaming_request_gets_one_completion() {
 
 #[tokio::test]
 async fn bad_knobs_and_bodies_are_400_naming_the_problem() {
-    let client = reqwest::Client::new();
     for (query, body, expect) in [
         ("?first_token_ms=soon", "{}", "first_token_ms"),
         ("?tokens=0", "{}", "tokens must be between 1 and 4096"),
@@ -127,16 +127,15 @@ async fn bad_knobs_and_bodies_are_400_naming_the_problem() {
         ("", "{oops", "not valid JSON"),
         ("", "[]", "must be a JSON object"),
     ] {
-        let (url, _db) = demo_url(query).await;
-        let response = client
-            .post(&url)
+        let (app, path, _db) = demo(query).await;
+        let response = app
+            .post(&path)
             .header("content-type", "application/json")
             .body(body)
             .send()
-            .await
-            .expect("response");
-        assert_eq!(response.status(), 400, "{query} {body}");
-        let error: Value = response.json().await.expect("json error");
+            .await;
+        assert_eq!(response.status, 400, "{query} {body}");
+        let error = response.json();
         let message = error["error"]["message"].as_str().expect("message");
         assert!(message.contains(expect), "{query} {body}: {message}");
     }
@@ -144,9 +143,9 @@ async fn bad_knobs_and_bodies_are_400_naming_the_problem() {
 
 #[tokio::test]
 async fn cross_origin_callers_are_allowed() {
-    let (url, _db) = demo_url("").await;
-    let response = reqwest::Client::new()
-        .request(reqwest::Method::OPTIONS, &url)
+    let (app, path, _db) = demo("").await;
+    let response = app
+        .call(Method::OPTIONS, &path)
         .header("origin", "http://127.0.0.1:9")
         .header("access-control-request-method", "POST")
         .header(
@@ -154,18 +153,17 @@ async fn cross_origin_callers_are_allowed() {
             "content-type,authorization",
         )
         .send()
-        .await
-        .expect("response");
-    assert!(response.status().is_success());
-    assert_eq!(response.headers()["access-control-allow-origin"], "*");
+        .await;
+    assert!(response.status.is_success());
+    assert_eq!(response.headers["access-control-allow-origin"], "*");
     // Named, not `*`: a wildcard would not let `Authorization` through (a delete, a
     // summary behind the results token).
-    let allowed = response.headers()["access-control-allow-headers"]
+    let allowed = response.headers["access-control-allow-headers"]
         .to_str()
         .expect("ascii")
         .to_ascii_lowercase();
     assert!(allowed.contains("authorization"), "{allowed}");
-    let methods = response.headers()["access-control-allow-methods"]
+    let methods = response.headers["access-control-allow-methods"]
         .to_str()
         .expect("ascii");
     assert!(methods.contains("DELETE"), "{methods}");
@@ -173,13 +171,56 @@ async fn cross_origin_callers_are_allowed() {
 
 #[tokio::test]
 async fn faults_happen_as_asked() {
+    let post = |(app, path, _db): (App, String, common::TestDb)| async move {
+        app.post(&path).json(&chat_body(true)).send().await
+    };
+
+    let response = post(demo("?fault=http_429").await).await;
+    assert_eq!(response.status, 429);
+    assert_eq!(response.headers["retry-after"], "1");
+
+    let text =
+        post(demo("?fault=error_event&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await)
+            .await
+            .text();
+    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
+    recorder.on_chunk(0.0, text.as_bytes());
+    let m = recorder.finish();
+    assert_eq!(m.content_chunks, 2);
+    assert_eq!(
+        m.stream_error.as_deref(),
+        Some("upstream overloaded (demo fault)")
+    );
+    assert!(!m.done);
+
+    let response = post(demo("?fault=wrong_content_type&first_token_ms=1&tokens=2").await).await;
+    assert_eq!(
+        response.headers["content-type"],
+        "text/plain; charset=utf-8"
+    );
+
+    // A clean end mid-answer: the body ends normally, without the stream's end marker
+    // (`send` fails the test on a body that ends with an error).
+    let text =
+        post(demo("?fault=end_mid_stream&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await)
+            .await
+            .text();
+    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
+    recorder.on_chunk(0.0, text.as_bytes());
+    let m = recorder.finish();
+    assert_eq!(m.content_chunks, 2);
+    assert!(
+        !m.done && !m.unterminated && m.stream_error.is_none(),
+        "{m:?}"
+    );
+    assert!(m.expects_end_marker);
+}
+
+// A real port: these faults drop the connection, which only a client on a socket sees.
+#[tokio::test]
+async fn connection_faults_reach_the_client_as_a_dropped_connection() {
     let client = reqwest::Client::new();
     let post = |url: String| client.post(url).json(&chat_body(true)).send();
-
-    let (url, _db) = demo_url("?fault=http_429").await;
-    let response = post(url).await.expect("response");
-    assert_eq!(response.status(), 429);
-    assert_eq!(response.headers()["retry-after"], "1");
 
     let (url, _db) = demo_url("?fault=close_before_headers").await;
     let err = post(url).await.expect_err("no response at all");
@@ -193,80 +234,25 @@ async fn faults_happen_as_asked() {
     let response = post(url).await.expect("headers arrive");
     assert_eq!(response.status(), 200);
     assert!(response.bytes().await.is_err(), "the body is cut off");
-
-    let (url, _db) =
-        demo_url("?fault=error_event&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await;
-    let text = post(url)
-        .await
-        .expect("response")
-        .text()
-        .await
-        .expect("body");
-    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
-    recorder.on_chunk(0.0, text.as_bytes());
-    let m = recorder.finish();
-    assert_eq!(m.content_chunks, 2);
-    assert_eq!(
-        m.stream_error.as_deref(),
-        Some("upstream overloaded (demo fault)")
-    );
-    assert!(!m.done);
-
-    let (url, _db) = demo_url("?fault=wrong_content_type&first_token_ms=1&tokens=2").await;
-    let response = post(url).await.expect("response");
-    assert_eq!(
-        response.headers()["content-type"],
-        "text/plain; charset=utf-8"
-    );
-
-    // A clean end mid-answer: the body ends normally, without the stream's end marker.
-    let (url, _db) =
-        demo_url("?fault=end_mid_stream&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await;
-    let text = post(url)
-        .await
-        .expect("response")
-        .text()
-        .await
-        .expect("the body ends without an error");
-    let mut recorder = StreamRecorder::new(Dialect::OpenaiChat);
-    recorder.on_chunk(0.0, text.as_bytes());
-    let m = recorder.finish();
-    assert_eq!(m.content_chunks, 2);
-    assert!(
-        !m.done && !m.unterminated && m.stream_error.is_none(),
-        "{m:?}"
-    );
-    assert!(m.expects_end_marker);
 }
 
 #[tokio::test]
 async fn a_redirect_leads_to_the_same_answer() {
-    let (url, _db) = demo_url("?redirect=true&first_token_ms=1&itl_ms=1&tokens=3").await;
-    let no_follow = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .expect("client");
-    let response = no_follow
-        .post(&url)
-        .json(&chat_body(true))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 307);
+    let (app, path, _db) = demo("?redirect=true&first_token_ms=1&itl_ms=1&tokens=3").await;
+    let response = app.post(&path).json(&chat_body(true)).send().await;
+    assert_eq!(response.status, 307);
+    let location = response.headers["location"].to_str().expect("ascii");
     assert_eq!(
-        response.headers()["location"],
+        location,
         "/v1/chat/completions?first_token_ms=1&itl_ms=1&tokens=3"
     );
-    let followed = reqwest::Client::new()
-        .post(&url)
-        .json(&chat_body(true))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(followed.status(), 200);
-    assert!(followed.text().await.expect("body").contains("[DONE]"));
+    // Followed as a client follows a 307: the same method and body, to the new place.
+    let followed = app.post(location).json(&chat_body(true)).send().await;
+    assert_eq!(followed.status, 200);
+    assert!(followed.text().contains("[DONE]"));
 }
 
+// A real port: the port is the connection's, so `serve` must hand handlers the peer.
 #[tokio::test]
 async fn the_stream_reports_the_apps_own_timing_and_the_client_port() {
     let (url, _db) = demo_url(
@@ -305,54 +291,37 @@ async fn the_stream_reports_the_apps_own_timing_and_the_client_port() {
 /// names cost no memory after their requests end.
 #[tokio::test]
 async fn a_pool_keeps_its_size_while_in_use() {
-    let client = reqwest::Client::new();
-    let (url, _db) =
-        demo_url("?first_token_ms=1&tokens=1&slots=2&pool=sized&pre_model_ms=1000").await;
-    let busy = tokio::spawn(client.post(&url).json(&chat_body(true)).send());
+    let (app, path, _db) =
+        demo("?first_token_ms=1&tokens=1&slots=2&pool=sized&pre_model_ms=1000").await;
+    let busy = tokio::spawn(app.post(&path).json(&chat_body(true)).response());
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    let (url, _db) = demo_url("?first_token_ms=1&tokens=1&slots=3&pool=sized").await;
-    let response = client
-        .post(&url)
-        .json(&chat_body(true))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 400);
-    let error: Value = response.json().await.expect("json");
+    let (app, path, _db) = demo("?first_token_ms=1&tokens=1&slots=3&pool=sized").await;
+    let response = app.post(&path).json(&chat_body(true)).send().await;
+    assert_eq!(response.status, 400);
+    let error = response.json();
     assert!(
         error["error"]["message"]
             .as_str()
             .expect("message")
             .contains("already has 2 slots")
     );
-    let busy = busy.await.expect("joined").expect("response");
+    let busy = busy.await.expect("joined");
     assert_eq!(busy.status(), 200);
-    busy.bytes().await.expect("the answer");
-    let again = client
-        .post(&url)
-        .json(&chat_body(true))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(again.status(), 200, "the name is free once unused");
+    common::body(busy).await.expect("the answer");
+    let again = app.post(&path).json(&chat_body(true)).send().await;
+    assert_eq!(again.status, 200, "the name is free once unused");
 }
 
 #[tokio::test]
 async fn one_slot_and_a_blocking_step_serve_one_request_at_a_time() {
-    let (url, _db) =
-        demo_url("?pre_model_ms=100&first_token_ms=0&itl_ms=1&tokens=1&slots=1&pool=serial-native")
+    let (app, path, _db) =
+        demo("?pre_model_ms=100&first_token_ms=0&itl_ms=1&tokens=1&slots=1&pool=serial-native")
             .await;
-    let client = reqwest::Client::new();
     let start = Instant::now();
     let requests = (0..3).map(|_| {
-        let (client, url) = (client.clone(), url.clone());
+        let request = app.post(&path).json(&chat_body(true));
         async move {
-            let response = client
-                .post(&url)
-                .json(&chat_body(true))
-                .send()
-                .await
-                .expect("response");
+            let response = request.response().await;
             let queue: f64 = response.headers()["server-timing"]
                 .to_str()
                 .expect("ascii")
@@ -361,7 +330,7 @@ async fn one_slot_and_a_blocking_step_serve_one_request_at_a_time() {
                 .expect("a queue entry")
                 .parse()
                 .expect("a number");
-            response.bytes().await.expect("body");
+            common::body(response).await.expect("body");
             queue
         }
     });

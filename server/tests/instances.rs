@@ -6,6 +6,7 @@ mod common;
 use firsttoken_server::Db;
 use firsttoken_server::db::{Pool, Table};
 
+// Real ports: two servers side by side, as deployed, each with its own pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_on_one_database_lose_nothing_and_store_nothing_twice() {
     for t in common::databases().await {

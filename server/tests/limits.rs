@@ -1,24 +1,34 @@
 //! The collector on the open internet: every connection, body and request is bounded in
 //! time and number, the demo cannot be made to stream for hours, labels and maps cannot
-//! grow with what a client makes up, and admin tokens cannot be guessed at leisure. Each
-//! test talks to a real server on a real port, most of them over raw sockets, since a
-//! polite HTTP client cannot misbehave the way these tests need.
+//! grow with what a client makes up, and admin tokens cannot be guessed at leisure. Tests
+//! of connections and bodies in transit talk to a real server on a real port, most of them
+//! over raw sockets, since a polite HTTP client cannot misbehave the way these tests need;
+//! the others call the app in-process.
 
 mod common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use axum::http::Method;
+use common::App;
 use firsttoken_server::Config;
 use firsttoken_server::config::Demo;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// A server configured by `config` on a real port, and the database it keeps.
 async fn server(config: Config) -> (SocketAddr, common::TestDb) {
     let t = common::sqlite().await;
     let address = common::serve(common::state_with(&t.db, config)).await;
     (address, t)
+}
+
+/// The app configured by `config`, in-process, and the database it keeps.
+async fn in_process(config: Config) -> (App, common::TestDb) {
+    let t = common::sqlite().await;
+    (App::new(common::state_with(&t.db, config)), t)
 }
 
 /// Reads until the server closes the connection or `within` passes; what it sent and
@@ -36,6 +46,7 @@ async fn read_until_closed(socket: &mut TcpStream, within: Duration) -> (String,
     }
 }
 
+// A real port: the header timeout is the connection's.
 #[tokio::test]
 async fn silent_and_idle_connections_are_closed_after_the_header_timeout() {
     let (address, _db) = server(Config {
@@ -74,6 +85,7 @@ async fn silent_and_idle_connections_are_closed_after_the_header_timeout() {
     );
 }
 
+// A real port: the cap is on connections.
 #[tokio::test]
 async fn connections_past_the_cap_are_told_to_come_back() {
     let (address, _db) = server(Config {
@@ -121,6 +133,7 @@ async fn connect_from(source: &str, to: std::net::SocketAddr) -> TcpStream {
     socket.connect(to).await.expect("connect")
 }
 
+// A real port: the cap is on connections, counted by the socket's address.
 #[tokio::test]
 async fn one_networks_silent_sockets_leave_room_for_the_others() {
     let (address, _db) = server(Config {
@@ -166,6 +179,7 @@ async fn one_networks_silent_sockets_leave_room_for_the_others() {
     drop(held);
 }
 
+// A real port: a slow client, and a body a client never sends.
 #[tokio::test]
 async fn a_body_that_trickles_gets_408_and_a_declared_giant_gets_413_unread() {
     let (address, t) = server(Config {
@@ -205,44 +219,28 @@ async fn a_body_that_trickles_gets_408_and_a_declared_giant_gets_413_unread() {
 
 #[tokio::test]
 async fn requests_past_the_in_flight_cap_are_shed_but_health_is_answered() {
-    let (address, _db) = server(Config {
+    let (app, _db) = in_process(Config {
         max_in_flight: 1,
         ..common::config()
     })
     .await;
-    let client = reqwest::Client::new();
     // A non-streaming demo answer holds its request in flight for its whole second.
     let slow = tokio::spawn(
-        client
-            .post(format!(
-                "http://{address}/v1/chat/completions?first_token_ms=1000&tokens=1"
-            ))
+        app.post("/v1/chat/completions?first_token_ms=1000&tokens=1")
             .json(&json!({"stream": false, "messages": []}))
             .send(),
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let shed = client
-        .get(format!("http://{address}/api/v1/ping"))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(shed.status(), 503);
-    assert_eq!(shed.headers()["retry-after"], "1");
-    let body: Value = shed.json().await.expect("json");
+    let shed = app.get("/api/v1/ping").send().await;
+    assert_eq!(shed.status, 503);
+    assert_eq!(shed.headers["retry-after"], "1");
+    let body = shed.json();
     assert_eq!(body["error"]["code"], "busy");
-    let health = client
-        .get(format!("http://{address}/healthz"))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(health.status(), 200, "health is never shed");
-    assert_eq!(slow.await.expect("joined").expect("answered").status(), 200);
-    let after = client
-        .get(format!("http://{address}/api/v1/ping"))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(after.status(), 200);
+    let health = app.get("/healthz").send().await;
+    assert_eq!(health.status, 200, "health is never shed");
+    assert_eq!(slow.await.expect("joined").status, 200);
+    let after = app.get("/api/v1/ping").send().await;
+    assert_eq!(after.status, 200);
 }
 
 #[tokio::test]
@@ -291,25 +289,24 @@ async fn shutdown_ends_open_streams_within_its_deadline() {
 
 #[tokio::test]
 async fn the_demo_is_bounded_and_can_be_turned_off() {
-    let (address, _db) = server(Config {
+    let (app, _db) = in_process(Config {
         demo_max_request_secs: 5,
         demo_max_streams: 1,
         ..common::config()
     })
     .await;
-    let client = reqwest::Client::new();
-    let url = |query: &str| format!("http://{address}/v1/chat/completions?{query}");
     let chat = json!({"stream": true, "messages": []});
+    let post = |query: &str| {
+        app.post(&format!("/v1/chat/completions?{query}"))
+            .json(&chat)
+    };
 
     // Knobs that ask for an hour are refused, naming the limit.
-    let response = client
-        .post(url("first_token_ms=100000&itl_ms=10000&tokens=400"))
-        .json(&chat)
+    let response = post("first_token_ms=100000&itl_ms=10000&tokens=400")
         .send()
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 400);
-    let body: Value = response.json().await.expect("json");
+        .await;
+    assert_eq!(response.status, 400);
+    let body = response.json();
     assert!(
         body["error"]["message"]
             .as_str()
@@ -318,31 +315,20 @@ async fn the_demo_is_bounded_and_can_be_turned_off() {
     );
 
     // One stream at a time here: the second is told to come back.
-    let open = client
-        .post(url("first_token_ms=10&itl_ms=100&tokens=20"))
-        .json(&chat)
-        .send()
-        .await
-        .expect("headers");
-    let second = client
-        .post(url("first_token_ms=10&tokens=2"))
-        .json(&chat)
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(second.status(), 503);
-    assert_eq!(second.headers()["retry-after"], "1");
-    open.bytes().await.expect("the first stream finishes");
+    let open = post("first_token_ms=10&itl_ms=100&tokens=20")
+        .response()
+        .await;
+    let second = post("first_token_ms=10&tokens=2").send().await;
+    assert_eq!(second.status, 503);
+    assert_eq!(second.headers["retry-after"], "1");
+    common::body(open).await.expect("the first stream finishes");
 
     // A stall ends at the time limit, cut off.
     let started = Instant::now();
-    let stalled = client
-        .post(url("first_token_ms=10&tokens=4&fault=stall"))
-        .json(&chat)
-        .send()
-        .await
-        .expect("headers");
-    assert!(stalled.bytes().await.is_err(), "cut off at the limit");
+    let stalled = post("first_token_ms=10&tokens=4&fault=stall")
+        .response()
+        .await;
+    assert!(common::body(stalled).await.is_err(), "cut off at the limit");
     let took = started.elapsed();
     assert!(
         (Duration::from_secs(5)..Duration::from_secs(8)).contains(&took),
@@ -350,19 +336,14 @@ async fn the_demo_is_bounded_and_can_be_turned_off() {
     );
 
     // Off: the route says so.
-    let (off, _db) = server(Config {
+    let (off, _db) = in_process(Config {
         demo: Demo::Off,
         ..common::config()
     })
     .await;
-    let response = client
-        .post(format!("http://{off}/v1/chat/completions"))
-        .json(&chat)
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 404);
-    let body: Value = response.json().await.expect("json");
+    let response = off.post("/v1/chat/completions").json(&chat).send().await;
+    assert_eq!(response.status, 404);
+    let body = response.json();
     assert!(
         body["error"]["message"]
             .as_str()
@@ -373,22 +354,12 @@ async fn the_demo_is_bounded_and_can_be_turned_off() {
 
 #[tokio::test]
 async fn made_up_methods_share_one_metrics_label() {
-    let (address, _db) = server(common::config()).await;
-    let client = reqwest::Client::new();
+    let (app, _db) = in_process(common::config()).await;
     for n in 0..20 {
-        let method = reqwest::Method::from_bytes(format!("MADEUP{n}").as_bytes()).expect("token");
-        let _ = client
-            .request(method, format!("http://{address}/api/v1/ping"))
-            .send()
-            .await
-            .expect("response");
+        let method = Method::from_bytes(format!("MADEUP{n}").as_bytes()).expect("token");
+        app.call(method, "/api/v1/ping").send().await;
     }
-    let metrics = reqwest::get(format!("http://{address}/metrics"))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = app.get("/metrics").send().await.text();
     assert!(!metrics.contains("MADEUP"), "{metrics}");
     assert!(metrics.contains("method=\"other\""), "{metrics}");
 }
@@ -445,29 +416,22 @@ async fn admin_tokens_are_long_and_guesses_run_out() {
     let refused = short.check().expect_err("too short");
     assert!(refused.contains("at least 32"), "{refused}");
 
-    let (address, _db) = server(common::config()).await;
-    let client = reqwest::Client::new();
-    let export = |token: &str| {
-        client
-            .get(format!("http://{address}/api/v1/export"))
-            .bearer_auth(token)
-            .send()
-    };
+    let (app, _db) = in_process(common::config()).await;
+    let export = |token: &str| app.get("/api/v1/export").bearer_auth(token).send();
     assert_eq!(
-        export(common::ADMIN_TOKEN).await.expect("ok").status(),
+        export(common::ADMIN_TOKEN).await.status,
         200,
         "the right token works and costs no allowance"
     );
     for _ in 0..firsttoken_server::ADMIN_FAILURES_PER_HOUR as usize {
-        assert_eq!(export("a-wrong-guess").await.expect("answer").status(), 401);
+        assert_eq!(export("a-wrong-guess").await.status, 401);
     }
-    let locked = export(common::ADMIN_TOKEN).await.expect("answer");
+    let locked = export(common::ADMIN_TOKEN).await;
     assert_eq!(
-        locked.status(),
-        429,
+        locked.status, 429,
         "once the guesses are used up, even the right token waits"
     );
-    assert!(locked.headers().contains_key("retry-after"));
+    assert!(locked.headers.contains_key("retry-after"));
 }
 
 /// Worst-case summaries, eight at once, over tens of thousands of samples: they take
@@ -498,11 +462,7 @@ async fn summaries_take_turns_and_never_hold_up_uploads_or_health() {
             .expect("stored");
     }
     let state = common::state(&t.db);
-    let address = common::serve(state.clone()).await;
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client");
+    let app = App::new(state.clone());
     // How many are computed at once, seen from inside the server while they run.
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watching = {
@@ -519,34 +479,34 @@ async fn summaries_take_turns_and_never_hold_up_uploads_or_health() {
     let summaries: Vec<_> = (0..8)
         .map(|i| {
             // Each a different question, so the cache cannot answer for them.
-            let url = format!(
-                "http://{address}/api/v1/summary?group_by=network,browser,os,target_version&phase=any&min_samples={}",
+            let request = app.get(&format!(
+                "/api/v1/summary?group_by=network,browser,os,target_version&phase=any&min_samples={}",
                 i + 1
-            );
-            let client = client.clone();
-            tokio::spawn(async move { client.get(url).send().await.map(|r| r.status().as_u16()) })
+            ));
+            tokio::spawn(async move {
+                tokio::time::timeout(Duration::from_secs(60), request.send())
+                    .await
+                    .map(|r| r.status.as_u16())
+            })
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(100)).await;
     // A bound a hundred times what an upload takes here, not a speed test: without the
     // bound on summaries the upload waited over 15 s for a connection.
-    let prompt = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .build()
-        .expect("client");
-    let upload = prompt
-        .post(format!("http://{address}/api/v1/runs"))
-        .json(&common::run_with(1, |_| {}))
-        .send()
+    let prompt = Duration::from_secs(15);
+    let upload = tokio::time::timeout(
+        prompt,
+        app.post("/api/v1/runs")
+            .json(&common::run_with(1, |_| {}))
+            .send(),
+    )
+    .await
+    .expect("answered");
+    assert_eq!(upload.status, 201, "stored while summaries run");
+    let health = tokio::time::timeout(prompt, app.get("/healthz").send())
         .await
         .expect("answered");
-    assert_eq!(upload.status(), 201, "stored while summaries run");
-    let health = prompt
-        .get(format!("http://{address}/healthz"))
-        .send()
-        .await
-        .expect("answered");
-    assert_eq!(health.status(), 200);
+    assert_eq!(health.status, 200);
     for summary in summaries {
         let status = summary.await.expect("joined").expect("answered");
         assert!(

@@ -2,17 +2,15 @@
 
 mod common;
 
-use serde_json::Value;
+use common::App;
 
 #[tokio::test]
 async fn health_says_which_database_answers() {
     for t in common::databases().await {
-        let address = common::serve(common::state(&t.db)).await;
-        let response = reqwest::get(format!("http://{address}/healthz"))
-            .await
-            .expect("response");
-        assert_eq!(response.status(), 200);
-        let body: Value = response.json().await.expect("json");
+        let app = App::new(common::state(&t.db));
+        let response = app.get("/healthz").send().await;
+        assert_eq!(response.status, 200);
+        let body = response.json();
         assert_eq!(body["status"], "ok");
         assert_eq!(body["database"], t.name);
         t.cleanup().await;
@@ -22,14 +20,8 @@ async fn health_says_which_database_answers() {
 #[tokio::test]
 async fn health_answers_at_once_and_notices_a_database_that_is_gone() {
     let t = common::sqlite().await;
-    let address = common::serve(common::state(&t.db)).await;
-    let health = || async {
-        reqwest::get(format!("http://{address}/healthz"))
-            .await
-            .expect("response")
-            .status()
-            .as_u16()
-    };
+    let app = App::new(common::state(&t.db));
+    let health = || async { app.get("/healthz").send().await.status.as_u16() };
     assert_eq!(health().await, 200);
     t.db.close().await;
     // Within the last good answer's 3 s and the check's 2 s, it says so.
@@ -48,44 +40,29 @@ async fn health_answers_at_once_and_notices_a_database_that_is_gone() {
 #[tokio::test]
 async fn metrics_count_uploads_by_outcome_and_time_requests_by_route() {
     let t = common::sqlite().await;
-    let address = common::serve(common::state(&t.db)).await;
-    let client = reqwest::Client::new();
-    let url = format!("http://{address}/api/v1/runs");
+    let app = App::new(common::state(&t.db));
+    let url = "/api/v1/runs";
     let run = common::example_run();
-    client.post(&url).json(&run).send().await.expect("upload");
-    client.post(&url).json(&run).send().await.expect("repeat");
-    client
-        .post(&url)
-        .body("{oops")
-        .send()
-        .await
-        .expect("malformed");
+    app.post(url).json(&run).send().await; // stored
+    app.post(url).json(&run).send().await; // repeated
+    app.post(url).body("{oops").send().await; // malformed
     let mut invalid = run.clone();
     invalid["run_id"] = "nope".into();
-    client
-        .post(&url)
-        .json(&invalid)
-        .send()
-        .await
-        .expect("invalid");
-    client
-        .get(format!(
-            "http://{address}/api/v1/runs/{}",
-            run["run_id"].as_str().expect("id")
-        ))
-        .send()
-        .await
-        .expect("get");
-    let metrics = reqwest::get(format!("http://{address}/metrics"))
-        .await
-        .expect("metrics");
+    app.post(url).json(&invalid).send().await; // invalid
+    app.get(&format!(
+        "/api/v1/runs/{}",
+        run["run_id"].as_str().expect("id")
+    ))
+    .send()
+    .await;
+    let metrics = app.get("/metrics").send().await;
     assert!(
-        metrics.headers()["content-type"]
+        metrics.headers["content-type"]
             .to_str()
             .expect("ascii")
             .starts_with("text/plain; version=0.0.4")
     );
-    let text = metrics.text().await.expect("text");
+    let text = metrics.text();
     for line in [
         "firsttoken_uploads_accepted_total 1",
         "firsttoken_uploads_repeated_total 1",
@@ -104,15 +81,9 @@ async fn metrics_count_uploads_by_outcome_and_time_requests_by_route() {
 #[tokio::test]
 async fn every_documented_operation_exists() {
     let t = common::sqlite().await;
-    let address = common::serve(common::state(&t.db)).await;
-    let doc: Value = reqwest::get(format!("http://{address}/api/v1/openapi.json"))
-        .await
-        .expect("document")
-        .json()
-        .await
-        .expect("JSON");
+    let app = App::new(common::state(&t.db));
+    let doc = app.get("/api/v1/openapi.json").send().await.json();
     assert_eq!(doc["openapi"], "3.1.0");
-    let client = reqwest::Client::new();
     let mut operations = 0;
     for (path, item) in doc["paths"].as_object().expect("paths") {
         let concrete = path.replace("{run_id}", "0f8fad5b-d9cb-469f-a165-70867728950e");
@@ -121,19 +92,15 @@ async fn every_documented_operation_exists() {
                 continue;
             }
             operations += 1;
-            let response = client
-                .request(
-                    method.to_uppercase().parse().expect("method"),
-                    format!("http://{address}{concrete}"),
-                )
+            let response = app
+                .call(method.to_uppercase().parse().expect("method"), &concrete)
                 .send()
-                .await
-                .expect("response");
+                .await;
             // A route that exists answers something other than "no such endpoint" or
             // "method not allowed" (its own 404 says what was not found).
-            assert_ne!(response.status(), 405, "{method} {path}");
-            if response.status() == 404 {
-                let body: Value = response.json().await.expect("json");
+            assert_ne!(response.status, 405, "{method} {path}");
+            if response.status == 404 {
+                let body = response.json();
                 let message = body["error"]["message"]
                     .as_str()
                     .unwrap_or_default()
@@ -147,11 +114,6 @@ async fn every_documented_operation_exists() {
     }
     assert_eq!(operations, 12);
     // The schema the document refers to is served too.
-    let schema: Value = reqwest::get(format!("http://{address}/api/v1/schema/run.v1.json"))
-        .await
-        .expect("schema")
-        .json()
-        .await
-        .expect("JSON");
+    let schema = app.get("/api/v1/schema/run.v1.json").send().await.json();
     assert_eq!(schema["title"], "firsttoken run, schema version 1");
 }

@@ -38,6 +38,7 @@ impl<'a> MakeWriter<'a> for Captured {
     }
 }
 
+// A real port: the address must come from a real connection, whose handling logs too.
 #[tokio::test(flavor = "multi_thread")]
 async fn no_address_user_agent_or_cookie_is_stored_or_logged() {
     let logs = Captured::default();

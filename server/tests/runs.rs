@@ -4,24 +4,16 @@ mod common;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
+use common::App;
+use firsttoken_server::AppState;
 use firsttoken_server::db::Table;
-use firsttoken_server::{AppState, app};
-use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 async fn send(state: &AppState, request: Request<Body>) -> (StatusCode, Value) {
-    let response = app(state.clone()).oneshot(request).await.expect("response");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (status, body)
+    let answer = App::new(state.clone()).send(request).await;
+    let body = serde_json::from_slice(&answer.body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&answer.body).into_owned()));
+    (answer.status, body)
 }
 
 fn post(body: impl Into<Body>) -> Request<Body> {
@@ -351,13 +343,13 @@ async fn reading_runs_that_do_not_exist() {
 #[tokio::test]
 async fn ping_answers_uncached() {
     let t = common::sqlite().await;
-    let response = app(common::state(&t.db))
-        .oneshot(get("/api/v1/ping"))
-        .await
-        .expect("response");
-    assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
-    assert_eq!(response.headers()["timing-allow-origin"], "*");
+    let response = App::new(common::state(&t.db))
+        .get("/api/v1/ping")
+        .send()
+        .await;
+    assert_eq!(response.status, StatusCode::OK);
+    assert_eq!(response.headers[header::CACHE_CONTROL], "no-store");
+    assert_eq!(response.headers["timing-allow-origin"], "*");
 }
 
 #[tokio::test]
@@ -367,29 +359,20 @@ async fn uploads_beyond_an_addresss_allowance_wait() {
         uploads_per_minute: 2,
         ..common::config()
     };
-    let address = common::serve(common::state_with(&t.db, config)).await;
-    let client = reqwest::Client::new();
-    let url = format!("http://{address}/api/v1/runs");
+    let app = App::new(common::state_with(&t.db, config));
+    let upload = |n| app.post("/api/v1/runs").json(&common::run_with(n, |_| {}));
     for n in 0..2 {
-        let response = client
-            .post(&url)
-            .json(&common::run_with(n, |_| {}))
-            .send()
-            .await
-            .expect("response");
-        assert_eq!(response.status(), 201);
+        assert_eq!(upload(n).send().await.status, 201);
     }
-    let response = client
-        .post(&url)
-        .json(&common::run_with(9, |_| {}))
-        .send()
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 429);
-    assert_eq!(response.headers()["retry-after"], "30");
-    let body: Value = response.json().await.expect("json");
+    let response = upload(9).send().await;
+    assert_eq!(response.status, 429);
+    assert_eq!(response.headers["retry-after"], "30");
+    let body = response.json();
     assert_eq!(body["error"]["code"], "rate_limited");
     assert_eq!(t.db.count(Table::Runs).await.expect("count"), 2);
+    // The allowance is the address's: another has its own.
+    let elsewhere = "192.0.2.7:40000".parse().expect("address");
+    assert_eq!(upload(9).peer(elsewhere).send().await.status, 201);
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use firsttoken_server::db::Table;
 use futures_util::StreamExt;
 
+// A real port: graceful shutdown is `serve`'s.
 #[tokio::test]
 async fn an_upload_in_flight_when_shutdown_begins_is_still_stored() {
     let t = common::sqlite().await;

@@ -2,20 +2,21 @@
 
 mod common;
 
-/// A server on a free port serving the app built in `static_dir`, with its settings
-/// changed by `edit`: its address (`http://…`) and the database it keeps.
+use common::App;
+
+/// A server serving the app built in `static_dir`, with its settings changed by `edit`,
+/// and the database it keeps.
 async fn serve_app(
     static_dir: &std::path::Path,
     edit: impl FnOnce(&mut firsttoken_server::Config),
-) -> (String, common::TestDb) {
+) -> (App, common::TestDb) {
     let t = common::sqlite().await;
     let mut config = firsttoken_server::Config {
         static_dir: static_dir.to_path_buf(),
         ..common::config()
     };
     edit(&mut config);
-    let address = common::serve(common::state_with(&t.db, config)).await;
-    (format!("http://{address}"), t)
+    (App::new(common::state_with(&t.db, config)), t)
 }
 
 #[tokio::test]
@@ -34,14 +35,13 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
         "console.log('firsttoken');".repeat(20),
     )
     .expect("write");
-    let (base, _t) = serve_app(dist.path(), |_| {}).await;
-    let client = reqwest::Client::new();
+    let (app, _t) = serve_app(dist.path(), |_| {}).await;
 
-    let index = client.get(format!("{base}/")).send().await.expect("index");
-    assert_eq!(index.status(), 200);
-    assert_eq!(index.headers()["cache-control"], "no-cache");
+    let index = app.get("/").send().await;
+    assert_eq!(index.status, 200);
+    assert_eq!(index.headers["cache-control"], "no-cache");
     // Its own scripts only (the inline one by digest), never framed, no referrer.
-    let policy = index.headers()["content-security-policy"]
+    let policy = index.headers["content-security-policy"]
         .to_str()
         .expect("ascii");
     for directive in [
@@ -53,36 +53,20 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
     ] {
         assert!(policy.contains(directive), "{directive} in {policy}");
     }
-    assert_eq!(index.headers()["referrer-policy"], "no-referrer");
-    assert_eq!(index.headers()["x-frame-options"], "DENY");
+    assert_eq!(index.headers["referrer-policy"], "no-referrer");
+    assert_eq!(index.headers["x-frame-options"], "DENY");
     // Cross-origin isolated, for the finest clock the browser gives.
-    assert_eq!(index.headers()["cross-origin-opener-policy"], "same-origin");
+    assert_eq!(index.headers["cross-origin-opener-policy"], "same-origin");
     assert_eq!(
-        index.headers()["cross-origin-embedder-policy"],
+        index.headers["cross-origin-embedder-policy"],
         "require-corp"
     );
-    assert!(
-        index
-            .text()
-            .await
-            .expect("text")
-            .contains("<title>firsttoken</title>")
-    );
+    assert!(index.text().contains("<title>firsttoken</title>"));
 
     // An app route that is not a file gets the app, so a reload works.
-    let route = client
-        .get(format!("{base}/results"))
-        .send()
-        .await
-        .expect("route");
-    assert_eq!(route.status(), 200);
-    assert!(
-        route
-            .text()
-            .await
-            .expect("text")
-            .starts_with("<!doctype html>")
-    );
+    let route = app.get("/results").send().await;
+    assert_eq!(route.status, 200);
+    assert!(route.text().starts_with("<!doctype html>"));
 
     // The beta user's page is its own bundle, allowed by its own script's digest.
     std::fs::write(
@@ -92,13 +76,9 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
     .expect("write");
     let (with_run, _t2) = serve_app(dist.path(), |_| {}).await;
     for path in ["/run", "/run/", "/run.html"] {
-        let run = client
-            .get(format!("{with_run}{path}"))
-            .send()
-            .await
-            .expect("run");
-        assert_eq!(run.status(), 200, "{path}");
-        let policy = run.headers()["content-security-policy"]
+        let run = with_run.get(path).send().await;
+        assert_eq!(run.status, 200, "{path}");
+        let policy = run.headers["content-security-policy"]
             .to_str()
             .expect("ascii")
             .to_owned();
@@ -107,57 +87,32 @@ async fn serves_the_app_and_its_routes_with_sound_caching() {
             policy.contains("'sha256-4axlHpxgDbFzJObpXPFZgZhULrEGgJiud3OwxN9unHg='"),
             "{policy}"
         );
-        assert!(
-            run.text()
-                .await
-                .expect("text")
-                .contains("<title>run</title>"),
-            "{path}"
-        );
+        assert!(run.text().contains("<title>run</title>"), "{path}");
     }
-    let operator = client
-        .get(format!("{with_run}/results"))
-        .send()
-        .await
-        .expect("results");
-    assert!(
-        operator
-            .text()
-            .await
-            .expect("text")
-            .contains("<title>firsttoken</title>")
-    );
+    let operator = with_run.get("/results").send().await;
+    assert!(operator.text().contains("<title>firsttoken</title>"));
 
     // A missing file is not the app.
-    let missing = client
-        .get(format!("{base}/favicon.ico"))
-        .send()
-        .await
-        .expect("missing");
-    assert_eq!(missing.status(), 404);
+    let missing = app.get("/favicon.ico").send().await;
+    assert_eq!(missing.status, 404);
 
     // A file with a fixed name (no content hash) must be revalidated.
     std::fs::write(dist.path().join("robots.txt"), "User-agent: *").expect("write");
-    let worker = client
-        .get(format!("{base}/robots.txt"))
-        .send()
-        .await
-        .expect("worker");
-    assert_eq!(worker.status(), 200);
-    assert_eq!(worker.headers()["cache-control"], "no-cache");
+    let worker = app.get("/robots.txt").send().await;
+    assert_eq!(worker.status, 200);
+    assert_eq!(worker.headers["cache-control"], "no-cache");
 
-    let asset = client
-        .get(format!("{base}/app-1a2b3c4d5e6f7a8b.js"))
+    let asset = app
+        .get("/app-1a2b3c4d5e6f7a8b.js")
         .header("accept-encoding", "gzip")
         .send()
-        .await
-        .expect("asset");
+        .await;
     assert_eq!(
-        asset.headers()["cache-control"],
+        asset.headers["cache-control"],
         "public, max-age=31536000, immutable"
     );
-    assert_eq!(asset.headers()["content-encoding"], "gzip");
-    assert_eq!(asset.headers()["vary"], "accept-encoding");
+    assert_eq!(asset.headers["content-encoding"], "gzip");
+    assert_eq!(asset.headers["vary"], "accept-encoding");
 }
 
 /// `cargo xtask` writes `name.br` and `name.gz` beside each file at build time: a browser
@@ -180,21 +135,19 @@ async fn precompressed_copies_go_to_the_browsers_that_accept_them() {
     ] {
         std::fs::write(dist.path().join(file), bytes).expect("write");
     }
-    let (base, _t) = serve_app(dist.path(), |_| {}).await;
-    let client = reqwest::Client::new();
+    let (app, _t) = serve_app(dist.path(), |_| {}).await;
     for (accept, encoding, body) in [
         ("gzip, deflate, br, zstd", Some("br"), "the brotli copy"),
         ("gzip, deflate", Some("gzip"), "the gzip copy"),
         ("identity", None, "the wasm itself"),
     ] {
-        let response = client
-            .get(format!("{base}/{name}"))
+        let response = app
+            .get(&format!("/{name}"))
             .header("accept-encoding", accept)
             .send()
-            .await
-            .expect("asset");
-        assert_eq!(response.status(), 200, "{accept}");
-        let headers = response.headers().clone();
+            .await;
+        assert_eq!(response.status, 200, "{accept}");
+        let headers = &response.headers;
         assert_eq!(
             headers
                 .get("content-encoding")
@@ -221,22 +174,16 @@ async fn precompressed_copies_go_to_the_browsers_that_accept_them() {
             headers["cache-control"],
             "public, max-age=31536000, immutable"
         );
-        assert_eq!(response.text().await.expect("body"), body, "{accept}");
+        assert_eq!(response.text(), body, "{accept}");
     }
 }
 
 #[tokio::test]
 async fn without_a_built_app_the_root_says_how_to_build_it() {
-    let (base, _t) = serve_app(std::path::Path::new("/nonexistent"), |_| {}).await;
-    let response = reqwest::get(format!("{base}/")).await.expect("response");
-    assert_eq!(response.status(), 503);
-    assert!(
-        response
-            .text()
-            .await
-            .expect("text")
-            .contains("cargo xtask run")
-    );
+    let (app, _t) = serve_app(std::path::Path::new("/nonexistent"), |_| {}).await;
+    let response = app.get("/").send().await;
+    assert_eq!(response.status, 503);
+    assert!(response.text().contains("cargo xtask run"));
 }
 
 /// `--base-path /firsttoken`: the app, its files, the collector and the demo answer under
@@ -256,9 +203,8 @@ async fn under_a_base_path_everything_is_there_and_nothing_outside() {
         "export default 1;",
     )
     .expect("write");
-    let (root, _t) = serve_app(dist.path(), |c| c.base_path = "/firsttoken".into()).await;
-    let client = reqwest::Client::new();
-    let get = |path: &str| client.get(format!("{root}{path}")).send();
+    let (app, _t) = serve_app(dist.path(), |c| c.base_path = "/firsttoken".into()).await;
+    let get = |path: &str| app.get(path).send();
 
     for page in [
         "/firsttoken",
@@ -266,13 +212,13 @@ async fn under_a_base_path_everything_is_there_and_nothing_outside() {
         "/firsttoken/run",
         "/firsttoken/index.html",
     ] {
-        let response = get(page).await.expect("page");
-        assert_eq!(response.status(), 200, "{page}");
-        let policy = response.headers()["content-security-policy"]
+        let response = get(page).await;
+        assert_eq!(response.status, 200, "{page}");
+        let policy = response.headers["content-security-policy"]
             .to_str()
             .expect("ascii")
             .to_owned();
-        let html = response.text().await.expect("text");
+        let html = response.text();
         assert!(
             html.contains("<meta name=\"firsttoken-base\" content=\"/firsttoken\" />"),
             "{page}: {html}"
@@ -293,38 +239,35 @@ async fn under_a_base_path_everything_is_there_and_nothing_outside() {
         };
         assert!(policy.contains(&format!("'sha256-{digest}'")), "{policy}");
     }
-    let asset = get("/firsttoken/app-1a2b3c4d5e6f7a8b.js")
-        .await
-        .expect("asset");
-    assert_eq!(asset.status(), 200);
-    assert_eq!(asset.text().await.expect("text"), "export default 1;");
+    let asset = get("/firsttoken/app-1a2b3c4d5e6f7a8b.js").await;
+    assert_eq!(asset.status, 200);
+    assert_eq!(asset.text(), "export default 1;");
+    assert_eq!(get("/firsttoken/api/v1/ping").await.status, 200);
+    // The demo's redirect stays under the prefix, and following it (as a client follows a
+    // 307: the same method and body) leads to the answer.
+    let demo = |path: &str| app.post(path).body("{}").send();
+    let redirect =
+        demo("/firsttoken/v1/chat/completions?first_token_ms=1&itl_ms=1&tokens=2&redirect=true")
+            .await;
+    assert!(redirect.status.is_redirection(), "{}", redirect.status);
+    let location = redirect.headers["location"].to_str().expect("ascii");
+    let followed = demo(location).await;
     assert_eq!(
-        get("/firsttoken/api/v1/ping").await.expect("ping").status(),
-        200
+        followed.status, 200,
+        "followed the redirect under the prefix"
     );
-    let demo = client
-        .post(format!(
-            "{root}/firsttoken/v1/chat/completions?first_token_ms=1&itl_ms=1&tokens=2&redirect=true"
-        ))
-        .body("{}")
-        .send()
-        .await
-        .expect("demo");
-    assert_eq!(demo.status(), 200, "followed the redirect under the prefix");
     assert!(
-        demo.url()
-            .path()
-            .starts_with("/firsttoken/v1/chat/completions")
+        location.starts_with("/firsttoken/v1/chat/completions"),
+        "{location}"
     );
 
-    let stored = client
-        .post(format!("{root}/firsttoken/api/v1/runs"))
+    let stored = app
+        .post("/firsttoken/api/v1/runs")
         .json(&common::example_run())
         .send()
-        .await
-        .expect("upload");
-    assert_eq!(stored.status(), 201);
-    let location = stored.headers()["location"]
+        .await;
+    assert_eq!(stored.status, 201);
+    let location = stored.headers["location"]
         .to_str()
         .expect("ascii")
         .to_owned();
@@ -332,7 +275,7 @@ async fn under_a_base_path_everything_is_there_and_nothing_outside() {
         location.starts_with("/firsttoken/api/v1/runs/"),
         "{location}"
     );
-    assert_eq!(get(&location).await.expect("stored run").status(), 200);
+    assert_eq!(get(&location).await.status, 200);
 
     for outside in [
         "/",
@@ -341,14 +284,10 @@ async fn under_a_base_path_everything_is_there_and_nothing_outside() {
         "/v1/chat/completions",
         "/firsttokenx/",
     ] {
-        let response = get(outside).await.expect("outside");
-        assert_eq!(response.status(), 404, "{outside}");
+        let response = get(outside).await;
+        assert_eq!(response.status, 404, "{outside}");
         assert!(
-            response
-                .text()
-                .await
-                .expect("text")
-                .contains("served under /firsttoken/"),
+            response.text().contains("served under /firsttoken/"),
             "{outside}"
         );
     }

@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::App;
 use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::{ErrorClass, NetworkLabel};
 use firsttoken_core::sketch::RELATIVE_ERROR;
@@ -219,28 +220,19 @@ fn check_group(group: &Value, runs: &[&Run], backend: &str) {
     }
 }
 
-async fn summary(address: std::net::SocketAddr, query: &str) -> Value {
-    let response = reqwest::get(format!("http://{address}/api/v1/summary?{query}"))
-        .await
-        .expect("response");
-    assert_eq!(response.status(), 200, "{query}");
-    response.json().await.expect("json")
+async fn summary(app: &App, query: &str) -> Value {
+    let response = app.get(&format!("/api/v1/summary?{query}")).send().await;
+    assert_eq!(response.status, 200, "{query}");
+    response.json()
 }
 
 #[tokio::test]
 async fn summaries_equal_core_statistics_over_the_same_samples() {
     let runs = runs();
     for t in common::databases().await {
-        let address = common::serve(common::state(&t.db)).await;
-        let client = reqwest::Client::new();
+        let app = App::new(common::state(&t.db));
         for run in &runs {
-            let status = client
-                .post(format!("http://{address}/api/v1/runs"))
-                .json(run)
-                .send()
-                .await
-                .expect("upload")
-                .status();
+            let status = app.post("/api/v1/runs").json(run).send().await.status;
             assert_eq!(status, 201);
         }
         let real: Vec<&Run> = runs.iter().filter(|r| !r.main_target().demo).collect();
@@ -252,7 +244,7 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
         };
 
         // Grouped by network: the steady phase, demo runs left out.
-        let s = summary(address, "group_by=network&min_samples=10").await;
+        let s = summary(&app, "group_by=network&min_samples=10").await;
         let groups = s["groups"].as_array().expect("groups");
         assert_eq!(groups.len(), 2, "{}: {s}", t.name);
         assert_eq!(groups[0]["key"]["network"], "cellular");
@@ -262,7 +254,7 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
 
         // Filtered to cellular, grouped by version: before and after a fix.
         let s = summary(
-            address,
+            &app,
             "group_by=target_version&network=cellular&min_samples=10",
         )
         .await;
@@ -280,9 +272,9 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
         check_group(&groups[1], &version("v2"), t.name);
 
         // Everything in one group; the demo run only when asked for.
-        let s = summary(address, "min_samples=10").await;
+        let s = summary(&app, "min_samples=10").await;
         check_group(&s["groups"][0], &real, t.name);
-        let s = summary(address, "min_samples=10&include_demo=true").await;
+        let s = summary(&app, "min_samples=10&include_demo=true").await;
         check_group(&s["groups"][0], &runs.iter().collect::<Vec<_>>(), t.name);
 
         // One link's runs alone, and every link side by side (a run from a link without
@@ -293,10 +285,10 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
                 .filter(|r| r.study_id.as_deref() == id)
                 .collect::<Vec<_>>()
         };
-        let s = summary(address, &format!("study={FIRST_LINK}&min_samples=10")).await;
+        let s = summary(&app, &format!("study={FIRST_LINK}&min_samples=10")).await;
         assert_eq!(s["groups"].as_array().map(Vec::len), Some(1), "{s}");
         check_group(&s["groups"][0], &link(Some(FIRST_LINK)), t.name);
-        let s = summary(address, "group_by=study&min_samples=8").await;
+        let s = summary(&app, "group_by=study&min_samples=8").await;
         let groups = s["groups"].as_array().expect("groups");
         assert_eq!(groups.len(), 3, "{}: {s}", t.name);
         for id in [Some(FIRST_LINK), Some(SECOND_LINK), None] {
@@ -308,7 +300,7 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
         }
 
         // Too few samples: counts, no percentiles, and a note that says why.
-        let s = summary(address, "group_by=network&min_samples=1000").await;
+        let s = summary(&app, "group_by=network&min_samples=1000").await;
         let group = &s["groups"][0];
         assert_eq!(group["ttft_ms"], Value::Null, "{}", t.name);
         assert!(
@@ -319,7 +311,7 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
         );
 
         // phase=any pools the warm-up too; grouping by phase keeps them apart.
-        let s = summary(address, "group_by=phase&min_samples=1").await;
+        let s = summary(&app, "group_by=phase&min_samples=1").await;
         let phases: Vec<&str> = s["groups"]
             .as_array()
             .expect("groups")
@@ -327,7 +319,7 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
             .filter_map(|g| g["key"]["phase"].as_str())
             .collect();
         assert_eq!(phases, ["steady"], "{}: steady unless asked", t.name);
-        let s = summary(address, "group_by=phase&phase=any&min_samples=1").await;
+        let s = summary(&app, "group_by=phase&phase=any&min_samples=1").await;
         let phases: Vec<&str> = s["groups"]
             .as_array()
             .expect("groups")
@@ -338,7 +330,7 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
 
         // Cells are kept for summaries, samples are the truth: without cells, the
         // collector makes them again from the samples, and the answers are the same.
-        let before = summary(address, "group_by=network,study&min_samples=8").await;
+        let before = summary(&app, "group_by=network,study&min_samples=8").await;
         let cells = || async {
             with_pool!(t.db, |p| sqlx::query_scalar::<_, i64>(
                 "SELECT COUNT(*) FROM cells"
@@ -357,8 +349,8 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
         let rebuilt = t.db.rebuild_cells().await.expect("rebuild");
         assert_eq!(rebuilt, runs.len() as u64, "{}", t.name);
         assert_eq!(cells().await, kept, "{}", t.name);
-        let fresh = common::serve(common::state(&t.db)).await;
-        let after = summary(fresh, "group_by=network,study&min_samples=8").await;
+        let fresh = App::new(common::state(&t.db));
+        let after = summary(&fresh, "group_by=network,study&min_samples=8").await;
         assert_eq!(after, before, "{}", t.name);
         // A run deleted takes its cells with it.
         let gone = &runs[0].run_id;
@@ -381,18 +373,16 @@ async fn summaries_equal_core_statistics_over_the_same_samples() {
 #[tokio::test]
 async fn a_bad_summary_query_names_the_parameter() {
     let t = common::sqlite().await;
-    let address = common::serve(common::state(&t.db)).await;
+    let app = App::new(common::state(&t.db));
     for (query, says) in [
         ("group_by=ip_address", "cannot group by"),
         ("colour=red", "unknown query parameter"),
         ("from=last%20week", "from must be a date"),
         ("min_samples=0", "min_samples must be"),
     ] {
-        let response = reqwest::get(format!("http://{address}/api/v1/summary?{query}"))
-            .await
-            .expect("response");
-        assert_eq!(response.status(), 400, "{query}");
-        let body: Value = response.json().await.expect("json");
+        let response = app.get(&format!("/api/v1/summary?{query}")).send().await;
+        assert_eq!(response.status, 400, "{query}");
+        let body = response.json();
         assert!(
             body["error"]["message"]
                 .as_str()
@@ -412,24 +402,16 @@ async fn the_servers_floor_holds_and_answers_are_kept_briefly() {
         min_samples: 50,
         ..common::config()
     };
-    let address = common::serve(common::state_with(&t.db, config)).await;
-    let client = reqwest::Client::new();
+    let app = App::new(common::state_with(&t.db, config));
     let upload = |run: Run| {
-        let client = client.clone();
+        let request = app.post("/api/v1/runs").json(&run);
         async move {
-            let status = client
-                .post(format!("http://{address}/api/v1/runs"))
-                .json(&run)
-                .send()
-                .await
-                .expect("upload")
-                .status();
-            assert_eq!(status, 201);
+            assert_eq!(request.send().await.status, 201);
         }
     };
     upload(run(1, NetworkLabel::Fiber, "v1", false, &[300.0; 8])).await;
 
-    let s = summary(address, "group_by=network&min_samples=1").await;
+    let s = summary(&app, "group_by=network&min_samples=1").await;
     let group = &s["groups"][0];
     assert_eq!(group["runs"], 1);
     assert_eq!(group["ttft_ms"], Value::Null, "{group}");
@@ -448,8 +430,8 @@ async fn the_servers_floor_holds_and_answers_are_kept_briefly() {
     // A second run arrives; the same question, its parameters in another order, gets
     // the answer computed a moment ago.
     upload(run(2, NetworkLabel::Fiber, "v1", false, &[310.0; 8])).await;
-    let s = summary(address, "min_samples=3&group_by=network").await;
+    let s = summary(&app, "min_samples=3&group_by=network").await;
     assert_eq!(s["groups"][0]["runs"], 1, "kept: {s}");
-    let s = summary(address, "group_by=network&include_demo=false").await;
+    let s = summary(&app, "group_by=network&include_demo=false").await;
     assert_eq!(s["groups"][0]["runs"], 2, "another question is computed");
 }

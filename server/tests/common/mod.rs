@@ -1,6 +1,10 @@
 //! What the server's black-box tests share: servers on a real SQLite file and on a real
-//! PostgreSQL (each test in a schema of its own), and the example run from the core
-//! crate's schema folder.
+//! PostgreSQL (each test in a schema of its own), called in-process ([`App`]) or on a
+//! real port ([`serve`]), and the example run from the core crate's schema folder.
+//!
+//! Tests of what a request gets back call the app in-process. A real port is for what
+//! only a socket shows: connection limits and timeouts, slow and silent clients,
+//! shutdown, connections the server drops, and several servers on one database.
 //!
 //! PostgreSQL is `postgres://postgres@127.0.0.1:5432/test` unless
 //! `FIRSTTOKEN_TEST_POSTGRES` names another. When it cannot be reached the PostgreSQL half
@@ -8,13 +12,19 @@
 
 #![allow(dead_code)] // each test file uses part of this
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use firsttoken_server::{AppState, Config, Db};
+use http_body_util::BodyExt;
 use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tempfile::TempDir;
@@ -164,6 +174,172 @@ pub fn state(db: &Db) -> AppState {
 /// A state with its own configuration.
 pub fn state_with(db: &Db, config: Config) -> AppState {
     AppState::new(db.clone(), config)
+}
+
+/// The address in-process requests come from unless a test names another ([`Call::peer`]):
+/// a client on loopback, as on a real port.
+pub const PEER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 40000);
+
+/// The whole app over a state, called in-process with `tower::ServiceExt::oneshot`: each
+/// request goes through the router, the middleware and the handlers as it would on a
+/// real port, with the client's address where [`firsttoken_server::serve`] puts it
+/// (`ConnectInfo`), since rate limits and budgets count by it. The router is built once,
+/// as `serve` builds it, so what it reads when built (the built app's pages) is read once.
+///
+/// What it leaves out is the connection: timeouts, connection caps, and the drop of a
+/// connection a handler asks for ([`firsttoken_server::serve::CloseConnection`]).
+#[derive(Clone)]
+pub struct App {
+    router: Router,
+}
+
+impl App {
+    pub fn new(state: AppState) -> Self {
+        Self {
+            router: firsttoken_server::app(state),
+        }
+    }
+
+    /// A request with `method` to `uri` (a path and a query), sent by [`Call::send`].
+    pub fn call(&self, method: Method, uri: &str) -> Call {
+        Call {
+            router: self.router.clone(),
+            request: Request::builder().method(method).uri(uri),
+            body: Body::empty(),
+            peer: PEER,
+        }
+    }
+
+    pub fn get(&self, uri: &str) -> Call {
+        self.call(Method::GET, uri)
+    }
+
+    pub fn post(&self, uri: &str) -> Call {
+        self.call(Method::POST, uri)
+    }
+
+    pub fn delete(&self, uri: &str) -> Call {
+        self.call(Method::DELETE, uri)
+    }
+
+    /// Sends a request made elsewhere, from [`PEER`] unless it names another peer, and
+    /// reads the whole answer.
+    pub async fn send(&self, mut request: Request<Body>) -> Answer {
+        if request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .is_none()
+        {
+            request.extensions_mut().insert(ConnectInfo(PEER));
+        }
+        let response = tower::ServiceExt::oneshot(self.router.clone(), request)
+            .await
+            .unwrap_or_else(|e| match e {});
+        Answer::read(response).await
+    }
+}
+
+/// One request being put together, as with an HTTP client's request builder. It owns
+/// what it needs, so a test can spawn it.
+pub struct Call {
+    router: Router,
+    request: axum::http::request::Builder,
+    body: Body,
+    peer: SocketAddr,
+}
+
+impl Call {
+    pub fn header<K, V>(mut self, name: K, value: V) -> Self
+    where
+        K: TryInto<HeaderName>,
+        K::Error: Into<axum::http::Error>,
+        V: TryInto<HeaderValue>,
+        V::Error: Into<axum::http::Error>,
+    {
+        self.request = self.request.header(name, value);
+        self
+    }
+
+    pub fn bearer_auth(self, token: &str) -> Self {
+        self.header(AUTHORIZATION, format!("Bearer {token}"))
+    }
+
+    /// `value` as a JSON body, with its type and length declared as a client does.
+    pub fn json(self, value: &impl serde::Serialize) -> Self {
+        let bytes = serde_json::to_vec(value).expect("serializes to JSON");
+        self.header(CONTENT_TYPE, "application/json").body(bytes)
+    }
+
+    /// `bytes` as the body, with its length declared as a client does (the server checks
+    /// a declared length before reading, and budgets reserve by it).
+    pub fn body(mut self, bytes: impl Into<Bytes>) -> Self {
+        let bytes = bytes.into();
+        self = self.header(CONTENT_LENGTH, bytes.len());
+        self.body = Body::from(bytes);
+        self
+    }
+
+    /// A body that arrives as it comes (or never), with no length declared here.
+    pub fn stream(mut self, body: Body) -> Self {
+        self.body = body;
+        self
+    }
+
+    /// Sent as if from `peer` rather than [`PEER`].
+    pub fn peer(mut self, peer: SocketAddr) -> Self {
+        self.peer = peer;
+        self
+    }
+
+    /// The response as the app gives it: status and headers now, the body to be read
+    /// (a stream, or one that ends with an error).
+    pub async fn response(self) -> Response<Body> {
+        let mut request = self.request.body(self.body).expect("a valid request");
+        request.extensions_mut().insert(ConnectInfo(self.peer));
+        tower::ServiceExt::oneshot(self.router, request)
+            .await
+            .unwrap_or_else(|e| match e {})
+    }
+
+    /// The whole answer.
+    pub async fn send(self) -> Answer {
+        Answer::read(self.response().await).await
+    }
+}
+
+/// A response read whole.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// Reads `response`'s body to its end; a body that ends with an error fails the test
+    /// (read it with [`body`] to see the error).
+    pub async fn read(response: Response<Body>) -> Self {
+        let (parts, body) = response.into_parts();
+        Self {
+            status: parts.status,
+            headers: parts.headers,
+            body: body.collect().await.expect("the whole body").to_bytes(),
+        }
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8(self.body.to_vec()).expect("UTF-8 text")
+    }
+}
+
+/// `response`'s whole body, or the error it ended with.
+pub async fn body(response: Response<Body>) -> Result<Bytes, axum::Error> {
+    Ok(response.into_body().collect().await?.to_bytes())
 }
 
 /// Serves `state` on a free loopback port.
