@@ -88,18 +88,6 @@ pub fn app_root() -> String {
     format!("{}{}", page_origin(), base_path())
 }
 
-/// The origin of an absolute http(s) URL, or why it is not one.
-pub fn url_origin(url: &str) -> Result<String, String> {
-    let parsed = web_sys::Url::new(url).map_err(|_| format!("{url:?} is not an absolute URL"))?;
-    match parsed.protocol().as_str() {
-        "http:" | "https:" => Ok(parsed.origin()),
-        other => Err(format!(
-            "the URL must use http or https, not {}",
-            other.trim_end_matches(':')
-        )),
-    }
-}
-
 /// `Date.now()`: wall-clock Unix milliseconds, for the record's start time only (every
 /// measured time comes from `performance.now()`).
 pub fn unix_now_ms() -> u64 {
@@ -111,5 +99,16 @@ pub fn js_error_text(value: &JsValue) -> String {
     match value.dyn_ref::<js_sys::Error>() {
         Some(error) => String::from(error.to_string()),
         None => value.as_string().unwrap_or_else(|| format!("{value:?}")),
+    }
+}
+
+/// A browser API threw or rejected; the text is what it said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct JsError(pub String);
+
+impl From<JsValue> for JsError {
+    fn from(value: JsValue) -> Self {
+        JsError(js_error_text(&value))
     }
 }

@@ -8,11 +8,10 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, Headers, RequestCredentials, RequestInit, Response};
 
-use crate::browser::js_error_text;
-use crate::engine::Scope;
+use crate::browser::JsError;
+use crate::platform::Scope;
 
-/// The collector's runs path on the app's own server.
-pub const RUNS_PATH: &str = "/api/v1/runs";
+pub use firsttoken_core::share::RUNS_PATH;
 /// The collector's summary path on the app's own server.
 pub const SUMMARY_PATH: &str = "/api/v1/summary";
 /// The header carrying the digest of the uploader's own delete token.
@@ -42,25 +41,48 @@ impl StoredRun {
     }
 }
 
+/// Why a request to the collector got no answer to act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CollectorError {
+    #[error("the collector did not answer within {} s", ATTEMPT_TIMEOUT_MS / 1000)]
+    TimedOut,
+    /// The browser hides why on purpose ("TypeError: Failed to fetch" for every cause:
+    /// offline, refused, DNS, CORS), so saying more would be guessing.
+    #[error("the collector could not be reached")]
+    Unreachable,
+    #[error("the collector's answer was cut off: {0}")]
+    CutOff(JsError),
+    /// An answer that is not the one asked for, with the collector's message where it
+    /// sent one (it names the offending field).
+    #[error("the collector answered {}", match message {
+        Some(message) => format!("{status}: {message}"),
+        None => format!("HTTP {status}"),
+    })]
+    Answered {
+        status: u16,
+        message: Option<String>,
+    },
+    /// A success whose body is not what the collector sends.
+    #[error("the collector answered {status} with something unexpected: {detail}")]
+    Unexpected { status: u16, detail: String },
+    /// The browser would not make the request.
+    #[error(transparent)]
+    Browser(#[from] JsError),
+}
+
 /// Why an upload did not go through.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Failure {
     /// The collector refused the run for good: the record itself breaks a rule (400,
     /// 409, 413, 422). Sending it again cannot help.
+    #[error("{0}")]
     Refused(String),
     /// Worth trying again: no answer, a timeout, a server error, a budget or rate limit,
     /// or an answer that may be a proxy's or a captive portal's rather than the
     /// collector's (a 401, 403 or 404 during a deploy). `after_ms` is what the answer's
     /// `Retry-After` asked for.
+    #[error("{why}")]
     Retry { why: String, after_ms: Option<u32> },
-}
-
-impl std::fmt::Display for Failure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Failure::Refused(why) | Failure::Retry { why, .. } => f.write_str(why),
-        }
-    }
 }
 
 /// Whether an answer with `status` says the record itself is wrong: only then is an
@@ -93,18 +115,17 @@ fn request(
     method: &str,
     body: Option<&str>,
     headers: &[(&str, &str)],
-) -> Result<RequestInit, String> {
+) -> Result<RequestInit, JsError> {
     let init = RequestInit::new();
     init.set_method(method);
     init.set_credentials(RequestCredentials::Omit);
-    let all = Headers::new().map_err(|e| js_error_text(&e))?;
+    let all = Headers::new()?;
     if let Some(body) = body {
         init.set_body(&JsValue::from_str(body));
-        all.set("content-type", "application/json")
-            .map_err(|e| js_error_text(&e))?;
+        all.set("content-type", "application/json")?;
     }
     for (name, value) in headers {
-        all.set(name, value).map_err(|e| js_error_text(&e))?;
+        all.set(name, value)?;
     }
     init.set_headers(&all);
     Ok(init)
@@ -118,38 +139,30 @@ struct Answer {
 }
 
 /// Sends one request with [`ATTEMPT_TIMEOUT_MS`]; the error says why there was no answer.
-async fn exchange(scope: &Scope, url: &str, init: &RequestInit) -> Result<Answer, String> {
-    let controller = AbortController::new().map_err(|e| js_error_text(&e))?;
+async fn exchange(scope: &Scope, url: &str, init: &RequestInit) -> Result<Answer, CollectorError> {
+    let controller = AbortController::new().map_err(JsError::from)?;
     init.set_signal(Some(&controller.signal()));
     let abort = controller.clone();
     // The timer aborts the request and, with it, the reading of its body.
     let _timer = scope.timeout(ATTEMPT_TIMEOUT_MS, move || abort.abort());
-    let timed_out = || {
-        format!(
-            "the collector did not answer within {} s",
-            ATTEMPT_TIMEOUT_MS / 1000
-        )
-    };
     let response: Response = JsFuture::from(scope.fetch(url, init))
         .await
         .map_err(|_| {
             if controller.signal().aborted() {
-                timed_out()
+                CollectorError::TimedOut
             } else {
-                // The browser hides why on purpose ("TypeError: Failed to fetch" for every
-                // cause: offline, refused, DNS, CORS), so saying more would be guessing.
-                "the collector could not be reached".to_owned()
+                CollectorError::Unreachable
             }
         })?
         .unchecked_into();
     let retry_after = response.headers().get("retry-after").ok().flatten();
-    let text = JsFuture::from(response.text().map_err(|e| js_error_text(&e))?)
+    let text = JsFuture::from(response.text().map_err(JsError::from)?)
         .await
         .map_err(|e| {
             if controller.signal().aborted() {
-                timed_out()
+                CollectorError::TimedOut
             } else {
-                format!("the collector's answer was cut off: {}", js_error_text(&e))
+                CollectorError::CutOff(e.into())
             }
         })?
         .as_string()
@@ -161,10 +174,23 @@ async fn exchange(scope: &Scope, url: &str, init: &RequestInit) -> Result<Answer
     })
 }
 
-fn error_message(status: u16, text: &str) -> String {
-    match serde_json::from_str::<ErrorBody>(text) {
-        Ok(ErrorBody { error }) => format!("the collector answered {status}: {}", error.message),
-        Err(_) => format!("the collector answered HTTP {status}"),
+impl Answer {
+    /// The answer as an error, with the collector's message where it sent one.
+    fn error(&self) -> CollectorError {
+        CollectorError::Answered {
+            status: self.status,
+            message: serde_json::from_str::<ErrorBody>(&self.text)
+                .ok()
+                .map(|body| body.error.message),
+        }
+    }
+
+    /// The body of a success, read as `T`.
+    fn read<T: serde::de::DeserializeOwned>(&self) -> Result<T, CollectorError> {
+        serde_json::from_str(&self.text).map_err(|e| CollectorError::Unexpected {
+            status: self.status,
+            detail: e.to_string(),
+        })
     }
 }
 
@@ -177,26 +203,21 @@ pub async fn upload_record(
     record: &str,
     delete_token_sha256: Option<&str>,
 ) -> Result<StoredRun, Failure> {
-    let retry = |why| Failure::Retry {
-        why,
+    let retry = |why: CollectorError| Failure::Retry {
+        why: why.to_string(),
         after_ms: None,
     };
     let headers: Vec<(&str, &str)> = delete_token_sha256
         .map(|digest| (DELETE_TOKEN_SHA256, digest))
         .into_iter()
         .collect();
-    let init = request("POST", Some(record), &headers).map_err(retry)?;
+    let init = request("POST", Some(record), &headers).map_err(|e| retry(e.into()))?;
     let answer = exchange(scope, url, &init).await.map_err(retry)?;
-    let status = answer.status;
-    match status {
-        200..=299 => serde_json::from_str(&answer.text).map_err(|e| {
-            retry(format!(
-                "the collector answered {status} with something unexpected: {e}"
-            ))
-        }),
-        _ if is_final_refusal(status) => Err(Failure::Refused(error_message(status, &answer.text))),
+    match answer.status {
+        200..=299 => answer.read().map_err(retry),
+        status if is_final_refusal(status) => Err(Failure::Refused(answer.error().to_string())),
         _ => Err(Failure::Retry {
-            why: error_message(status, &answer.text),
+            why: answer.error().to_string(),
             after_ms: answer.retry_after_ms,
         }),
     }
@@ -231,24 +252,26 @@ pub async fn delete_run(
     scope: &Scope,
     run_url: &str,
     token: &str,
-) -> Result<DeleteOutcome, String> {
+) -> Result<DeleteOutcome, CollectorError> {
     let authorization = format!("Bearer {token}");
     let init = request("DELETE", None, &[("authorization", &authorization)])?;
     let answer = exchange(scope, run_url, &init).await?;
     match answer.status {
         200..=299 => Ok(DeleteOutcome::Deleted),
         404 => Ok(DeleteOutcome::AlreadyGone),
-        status => Err(error_message(status, &answer.text)),
+        _ => Err(answer.error()),
     }
 }
 
 /// Why a summary could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SummaryError {
     /// The collector keeps its results behind a token, and none (or the wrong one) was
-    /// sent.
+    /// sent; the collector's message says so.
+    #[error("{0}")]
     NeedsToken(String),
-    Other(String),
+    #[error(transparent)]
+    Other(#[from] CollectorError),
 }
 
 /// Asks the collector at `summary_url` for a summary; `query` is the query string
@@ -265,24 +288,21 @@ pub async fn summary(
         .map(|a| ("authorization", a))
         .into_iter()
         .collect();
-    let init = request("GET", None, &headers).map_err(SummaryError::Other)?;
-    let answer = exchange(scope, &format!("{summary_url}?{query}"), &init)
-        .await
-        .map_err(SummaryError::Other)?;
-    if (200..300).contains(&answer.status) {
-        return serde_json::from_str(&answer.text).map_err(|e| {
-            SummaryError::Other(format!("the collector answered something unexpected: {e}"))
-        });
+    let init = request("GET", None, &headers).map_err(CollectorError::from)?;
+    let answer = exchange(scope, &format!("{summary_url}?{query}"), &init).await?;
+    match (answer.status, answer.error()) {
+        (200..=299, _) => Ok(answer.read()?),
+        // The collector's own words ("this collector needs a results token") where it sent
+        // them, for the token form.
+        (
+            401,
+            CollectorError::Answered {
+                message: Some(m), ..
+            },
+        ) => Err(SummaryError::NeedsToken(m)),
+        (401, error) => Err(SummaryError::NeedsToken(error.to_string())),
+        (_, error) => Err(error.into()),
     }
-    let message = match serde_json::from_str::<ErrorBody>(&answer.text) {
-        Ok(ErrorBody { error }) => error.message,
-        Err(_) => format!("the collector answered HTTP {}", answer.status),
-    };
-    Err(if answer.status == 401 {
-        SummaryError::NeedsToken(message)
-    } else {
-        SummaryError::Other(message)
-    })
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! firsttoken, the browser app: a Leptos client-side app compiled to WebAssembly.
 //!
 //! [`engine`] measures (fetch, stream reader, timestamps), [`components`] and [`pages`]
-//! draw what it measured, [`collector`] uploads it. The parsing, metrics, schema and
+//! draw what it measured, [`collector`] uploads it; [`platform`] is the browser's global
+//! scope (page or worker) they all get clocks, timers and `fetch` from. The parsing, metrics, schema and
 //! statistics live in `firsttoken-core`, shared with the server.
 
 pub mod app;
@@ -11,6 +12,7 @@ pub mod components;
 pub mod engine;
 pub mod format;
 pub mod pages;
+pub mod platform;
 pub mod session;
 pub mod summaries;
 pub mod target_check;

@@ -1,5 +1,6 @@
-//! The global scope the engine runs in. A page (`Window`) today; a dedicated Worker has the
-//! same `fetch`, `performance`, timers and `crypto`, so the engine does not care which.
+//! The browser's global scope: a page (`Window`) or the engine's dedicated Worker. Both
+//! have the same `fetch`, `performance`, timers and `crypto`, so neither the engine nor the
+//! pages care which they run in.
 
 use js_sys::Promise;
 use wasm_bindgen::prelude::*;

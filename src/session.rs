@@ -11,7 +11,8 @@ use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 
 use crate::browser;
-use crate::engine::{Engine, FromEngine, Placement, Progress, Scope};
+use crate::engine::{Engine, FromEngine, Placement, Progress};
+use crate::platform::Scope;
 
 /// Where the run is.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,7 +7,7 @@ use leptos::prelude::*;
 
 use crate::browser;
 use crate::collector::{self, SummaryError};
-use crate::engine::Scope;
+use crate::platform::Scope;
 
 /// What the collector answered.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,7 +57,7 @@ async fn ask(query: &str) -> Answer {
     match collector::summary(&Scope::current(), &url, query, results_token().as_deref()).await {
         Ok(summary) => Answer::Loaded(summary),
         Err(SummaryError::NeedsToken(message)) => Answer::NeedsToken(message),
-        Err(SummaryError::Other(message)) => Answer::Failed(message),
+        Err(SummaryError::Other(error)) => Answer::Failed(error.to_string()),
     }
 }
 

@@ -15,7 +15,8 @@ use web_sys::{
 };
 
 use crate::browser;
-use crate::engine::{Measured, RequestSpec, RunContext, Scope, first_request, measure_alone};
+use crate::engine::{Measured, RequestSpec, RunContext, first_request, measure_alone};
+use crate::platform::Scope;
 
 /// The longest any request of the check may take.
 const CHECK_TIMEOUT_MS: u32 = 30_000;

@@ -26,9 +26,9 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{IdbDatabase, IdbRequest, IdbTransactionMode, IdbVersionChangeEvent};
 
-use crate::browser::js_error_text;
-use crate::collector::{self, DeleteOutcome, Failure};
-use crate::engine::Scope;
+use crate::browser::JsError;
+use crate::collector::{self, CollectorError, DeleteOutcome, Failure};
+use crate::platform::Scope;
 
 const DATABASE: &str = "firsttoken";
 const STORE: &str = "uploads";
@@ -125,13 +125,39 @@ pub enum State {
     Deleted,
 }
 
+/// Why runs cannot be kept in this browser's storage.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    #[error("this browser keeps no IndexedDB here (private mode may turn it off)")]
+    NoIndexedDb,
+    #[error("the browser's storage did not open")]
+    DidNotOpen,
+    #[error("IndexedDB opened something that is not a database")]
+    NotADatabase,
+    #[error("IndexedDB: {0}")]
+    Browser(#[from] JsError),
+}
+
+/// Why a run was not deleted from the collector.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeleteError {
+    #[error("this run is not kept on this device")]
+    NotKept,
+    #[error("only a run the collector stored can be deleted from it")]
+    NotStored,
+    #[error("this device has no delete token for this run")]
+    NoToken,
+    #[error(transparent)]
+    Collector(#[from] CollectorError),
+}
+
 /// The IndexedDB object store of uploads, keyed by run id.
 struct Store {
     db: IdbDatabase,
 }
 
 /// Resolves when an IndexedDB request succeeds, with its result.
-async fn finished(request: &IdbRequest) -> Result<JsValue, String> {
+async fn finished(request: &IdbRequest) -> Result<JsValue, JsError> {
     let promise = Promise::new(&mut |resolve, reject| {
         let ok = request.clone();
         request.set_onsuccess(Some(
@@ -153,17 +179,15 @@ async fn finished(request: &IdbRequest) -> Result<JsValue, String> {
             .unchecked_ref(),
         ));
     });
-    JsFuture::from(promise).await.map_err(|e| js_error_text(&e))
+    Ok(JsFuture::from(promise).await?)
 }
 
 impl Store {
-    async fn open() -> Result<Self, String> {
+    async fn open() -> Result<Self, StoreError> {
         let factory = web_sys::window()
             .and_then(|w| w.indexed_db().ok().flatten())
-            .ok_or("this browser keeps no IndexedDB here (private mode may turn it off)")?;
-        let request = factory
-            .open_with_u32(DATABASE, 1)
-            .map_err(|e| js_error_text(&e))?;
+            .ok_or(StoreError::NoIndexedDb)?;
+        let request = factory.open_with_u32(DATABASE, 1).map_err(JsError::from)?;
         let upgrading = request.clone();
         request.set_onupgradeneeded(Some(
             Closure::once_into_js(move |_: IdbVersionChangeEvent| {
@@ -178,32 +202,26 @@ impl Store {
         let db = finished(&request)
             .await?
             .dyn_into::<IdbDatabase>()
-            .map_err(|_| "not a database")?;
+            .map_err(|_| StoreError::NotADatabase)?;
         Ok(Self { db })
     }
 
-    async fn put(&self, entry: &Entry) -> Result<(), String> {
-        let json = serde_json::to_string(entry).map_err(|e| e.to_string())?;
+    async fn put(&self, entry: &Entry) -> Result<(), JsError> {
+        // An entry is strings and numbers: it always serializes.
+        let json = serde_json::to_string(entry).unwrap_or_default();
         let tx = self
             .db
-            .transaction_with_str_and_mode(STORE, IdbTransactionMode::Readwrite)
-            .map_err(|e| js_error_text(&e))?;
-        let store = tx.object_store(STORE).map_err(|e| js_error_text(&e))?;
-        let request = store
-            .put_with_key(&JsValue::from_str(&json), &JsValue::from_str(&entry.run_id))
-            .map_err(|e| js_error_text(&e))?;
+            .transaction_with_str_and_mode(STORE, IdbTransactionMode::Readwrite)?;
+        let store = tx.object_store(STORE)?;
+        let request =
+            store.put_with_key(&JsValue::from_str(&json), &JsValue::from_str(&entry.run_id))?;
         finished(&request).await.map(|_| ())
     }
 
-    async fn all(&self) -> Result<Vec<Entry>, String> {
-        let tx = self
-            .db
-            .transaction_with_str(STORE)
-            .map_err(|e| js_error_text(&e))?;
-        let store = tx.object_store(STORE).map_err(|e| js_error_text(&e))?;
-        let values: Array = finished(&store.get_all().map_err(|e| js_error_text(&e))?)
-            .await?
-            .unchecked_into();
+    async fn all(&self) -> Result<Vec<Entry>, JsError> {
+        let tx = self.db.transaction_with_str(STORE)?;
+        let store = tx.object_store(STORE)?;
+        let values: Array = finished(&store.get_all()?).await?.unchecked_into();
         Ok(values
             .iter()
             .filter_map(|v| v.as_string())
@@ -219,7 +237,7 @@ pub struct Uploads {
     /// Every upload kept here, newest first.
     pub entries: RwSignal<Vec<Entry>>,
     /// Why this browser keeps no runs (IndexedDB failed to open), if it keeps none.
-    pub unavailable: RwSignal<Option<String>>,
+    pub unavailable: RwSignal<Option<StoreError>>,
 }
 
 impl std::fmt::Debug for Uploads {
@@ -232,7 +250,7 @@ struct Inner {
     store: RefCell<Option<Rc<Store>>>,
     sending: Cell<bool>,
     retry_ms: Cell<u32>,
-    retry: RefCell<Option<crate::engine::scope::Timeout>>,
+    retry: RefCell<Option<crate::platform::Timeout>>,
 }
 
 thread_local! {
@@ -277,9 +295,9 @@ impl Uploads {
     /// Keeps `entry` (pending) and sends it. Saved first: a run is never only in flight.
     /// Without IndexedDB it is sent from memory all the same, and the error says that it
     /// could not be kept (it is lost if the page closes before the collector confirms).
-    pub async fn add(&self, entry: Entry) -> Result<(), String> {
+    pub async fn add(&self, entry: Entry) -> Result<(), StoreError> {
         let kept = match self.wait_for_store().await {
-            Ok(store) => store.put(&entry).await,
+            Ok(store) => store.put(&entry).await.map_err(StoreError::from),
             Err(why) => Err(why),
         };
         self.entries.update(|all| {
@@ -305,17 +323,15 @@ impl Uploads {
     }
 
     /// Deletes a sent run from the collector with its delete token.
-    pub async fn delete(&self, run_id: &str) -> Result<(), String> {
+    pub async fn delete(&self, run_id: &str) -> Result<(), DeleteError> {
         let entry = self
             .entries
             .with_untracked(|all| all.iter().find(|e| e.run_id == run_id).cloned())
-            .ok_or("this run is not kept on this device")?;
+            .ok_or(DeleteError::NotKept)?;
         let State::Sent { url, .. } = &entry.state else {
-            return Err("only a run the collector stored can be deleted from it".into());
+            return Err(DeleteError::NotStored);
         };
-        let token = entry
-            .deleting_token()
-            .ok_or("this device has no delete token for this run")?;
+        let token = entry.deleting_token().ok_or(DeleteError::NoToken)?;
         match collector::delete_run(&Scope::current(), url, token).await? {
             DeleteOutcome::Deleted | DeleteOutcome::AlreadyGone => {}
         }
@@ -325,7 +341,7 @@ impl Uploads {
         Ok(())
     }
 
-    async fn wait_for_store(&self) -> Result<Rc<Store>, String> {
+    async fn wait_for_store(&self) -> Result<Rc<Store>, StoreError> {
         for _ in 0..100 {
             if let Some(store) = self.inner.store.borrow().clone() {
                 return Ok(store);
@@ -335,7 +351,7 @@ impl Uploads {
             }
             Scope::current().sleep(50).await;
         }
-        Err("the browser's storage did not open".into())
+        Err(StoreError::DidNotOpen)
     }
 
     /// Sends every pending run, one after another; schedules another round with backoff

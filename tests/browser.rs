@@ -9,9 +9,9 @@
 
 use firsttoken::collector;
 use firsttoken::engine::{
-    Controls, FromEngine, Measured, RequestSpec, RunContext, Scope, fresh_base, measure_alone,
-    run_plan,
+    Controls, FromEngine, Measured, RequestSpec, RunContext, fresh_base, measure_alone, run_plan,
 };
+use firsttoken::platform::Scope;
 use firsttoken_core::plan::{PhasePlan, Scenario, TargetPlan};
 use firsttoken_core::report::RunReport;
 use firsttoken_core::schema::{Client, RecordParts, Run, run_id_from_random};
@@ -846,9 +846,17 @@ async fn a_measured_run_uploads_once_and_its_own_token_deletes_it() {
 
     // A DELETE from this page is cross-origin with Authorization: the preflight must let
     // it through.
+    let refused = collector::delete_run(&scope, &run_url, &"b2".repeat(32)).await;
     assert_eq!(
-        collector::delete_run(&scope, &run_url, &"b2".repeat(32)).await,
-        Err("the collector answered 403: that is not this run's delete token".to_owned())
+        refused,
+        Err(collector::CollectorError::Answered {
+            status: 403,
+            message: Some("that is not this run's delete token".to_owned())
+        })
+    );
+    assert_eq!(
+        refused.expect_err("refused").to_string(),
+        "the collector answered 403: that is not this run's delete token"
     );
     assert_eq!(
         collector::delete_run(&scope, &run_url, &token).await,

@@ -6,19 +6,24 @@
 //! description ([`client`]), the connection log that tells new connections
 //! from reused ones ([`connections`]), the versioned result record ([`schema`]), share
 //! links ([`share`]), their QR codes ([`qr`]), the target check before a link goes out
-//! ([`check`]) and provider presets ([`presets`]).
+//! ([`check`]), provider presets ([`presets`]), and what the pages work out without
+//! drawing: the compose form's study ([`compose`]), a run's time left ([`progress`]) and
+//! the before/after reading ([`compare`]).
 //!
 //! No I/O and no clock: callers pass bytes and `performance.now()` readings in. The same
 //! code runs in the browser (wasm32) and in the collector, so they cannot disagree.
 
 pub mod check;
 pub mod client;
+pub mod compare;
+pub mod compose;
 pub mod connections;
 pub mod dialect;
 pub mod export;
 pub mod outcome;
 pub mod plan;
 pub mod presets;
+pub mod progress;
 pub mod qr;
 pub mod report;
 pub mod schema;

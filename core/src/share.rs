@@ -15,6 +15,9 @@ use crate::schema::ValidationError;
 
 /// The format written and read.
 pub const VERSION: &str = "v1";
+/// Where a firsttoken server takes runs, after its base path; a study without a collector
+/// uploads to the one that served its page.
+pub const RUNS_PATH: &str = "/api/v1/runs";
 /// The longest link payload accepted: far beyond any real plan, short of what breaks
 /// messaging apps and browsers' address bars.
 pub const MAX_PAYLOAD_CHARS: usize = 16_000;

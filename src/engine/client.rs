@@ -16,8 +16,9 @@ use web_sys::{
 use super::control::Drawn;
 use super::protocol::{FromEngine, ToEngine};
 use super::runner::{Controls, run_plan};
-use super::scope::Scope;
 use super::worker::{from_js, to_js};
+use crate::browser::JsError;
+use crate::platform::Scope;
 
 /// A running measurement.
 pub enum Engine {
@@ -137,8 +138,19 @@ fn post(worker: &Worker, message: &ToEngine) {
         Ok(value) => {
             let _ = worker.post_message(&value);
         }
-        Err(e) => web_sys::console::error_1(&e.into()),
+        Err(e) => web_sys::console::error_1(&e.to_string().into()),
     }
+}
+
+/// Why the engine could not start in a worker (it then measures on the page).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum WorkerError {
+    #[error("the page names no script to load")]
+    NoScript,
+    #[error("this browser has no module workers")]
+    NoModuleWorkers,
+    #[error("the worker did not start: {0}")]
+    Browser(#[from] JsError),
 }
 
 /// Starts the worker: a module worker that imports the page's own script (Trunk's
@@ -148,10 +160,15 @@ fn post(worker: &Worker, message: &ToEngine) {
 /// second compile of the bundle (Firefox optimizes a whole module on background threads)
 /// took the cores for the first requests and made one read 113 ms late. Messages sent
 /// before the worker says Ready would be lost, so the plan is sent in answer to Ready.
-fn start_worker(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Result<Engine, String> {
-    let script = own_script().ok_or("the page names no script to load")?;
+fn start_worker(
+    plan: Plan,
+    tag: String,
+    hidden: bool,
+    handler: Handler,
+) -> Result<Engine, WorkerError> {
+    let script = own_script().ok_or(WorkerError::NoScript)?;
     if !module_workers() {
-        return Err("this browser has no module workers".into());
+        return Err(WorkerError::NoModuleWorkers);
     }
     let source = js_sys::Array::of1(
         &format!(
@@ -165,17 +182,15 @@ fn start_worker(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Resu
     );
     let options = BlobPropertyBag::new();
     options.set_type("text/javascript");
-    let blob = Blob::new_with_str_sequence_and_options(&source, &options)
-        .map_err(|_| "cannot make the worker script")?;
-    let url = Url::create_object_url_with_blob(&blob).map_err(|_| "cannot make the worker URL")?;
+    let blob = Blob::new_with_str_sequence_and_options(&source, &options).map_err(JsError::from)?;
+    let url = Url::create_object_url_with_blob(&blob).map_err(JsError::from)?;
     let worker_options = WorkerOptions::new();
     worker_options.set_type(WorkerType::Module);
-    let worker = Worker::new_with_options(&url, &worker_options)
-        .map_err(|e| crate::browser::js_error_text(&e))?;
+    let worker = Worker::new_with_options(&url, &worker_options).map_err(JsError::from)?;
     let _ = Url::revoke_object_url(&url);
     worker
         .post_message(&wasm_bindgen::module())
-        .map_err(|e| crate::browser::js_error_text(&e))?;
+        .map_err(JsError::from)?;
 
     let pending = RefCell::new(Some((plan, tag)));
     let on_message = {
@@ -190,7 +205,7 @@ fn start_worker(plan: Plan, tag: String, hidden: bool, handler: Handler) -> Resu
                     }
                 }
                 Ok(message) => (handler.borrow_mut())(message),
-                Err(e) => web_sys::console::error_1(&e.into()),
+                Err(e) => web_sys::console::error_1(&e.to_string().into()),
             }
         })
     };

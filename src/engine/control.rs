@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use web_sys::AbortController;
 
-use super::scope::Scope;
+use crate::platform::Scope;
 
 /// Cancels a run: aborts every request in flight and stops anything new from starting.
 #[derive(Debug, Clone, Default)]

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use firsttoken_core::stats::percentile;
 use wasm_bindgen::prelude::*;
 
-use super::scope::Scope;
+use crate::platform::Scope;
 
 /// How long [`clock_step_ms`] watches the clock, at most.
 const CLOCK_WATCH_MS: f64 = 50.0;

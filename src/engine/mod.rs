@@ -10,7 +10,6 @@ pub mod health;
 pub mod protocol;
 pub mod request;
 pub mod runner;
-pub mod scope;
 pub mod timing;
 pub mod worker;
 
@@ -20,4 +19,3 @@ pub use request::{
     Ended, Measured, Prepared, RequestSpec, RunContext, measure, measure_alone, prepare, send,
 };
 pub use runner::{Controls, first_request, fresh_base, run_plan};
-pub use scope::Scope;

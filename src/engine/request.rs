@@ -25,9 +25,9 @@ use web_sys::{
 };
 
 use super::control::{Cancel, InFlight, Visibility, VisibilityMark};
-use super::scope::{Every, Scope, Timeout};
 use super::timing;
 use crate::browser::js_error_text;
+use crate::platform::{Every, Scope, Timeout};
 
 /// The header by which the demo target tells the client its own port.
 const CLIENT_PORT_HEADER: &str = "x-firsttoken-client-port";

@@ -14,8 +14,8 @@ use super::features;
 use super::health::{TimerProbe, clock_step_ms};
 use super::protocol::{Finished, FromEngine, Progress};
 use super::request::{Measured, RequestSpec, RunContext, prepare, send};
-use super::scope::Scope;
 use super::timing::{self, Requested};
+use crate::platform::Scope;
 
 /// Everything the page can reach while a run goes on.
 #[derive(Debug, Clone, Default)]

@@ -21,7 +21,7 @@ use firsttoken_core::schema::{Connection, ServerTimingEntry};
 use wasm_bindgen::JsCast;
 use web_sys::{Performance, PerformanceResourceTiming, PerformanceServerTiming};
 
-use super::scope::Scope;
+use crate::platform::Scope;
 
 /// Room for the largest batch of requests between two clears.
 pub fn enlarge_buffer(performance: &Performance) {

@@ -11,23 +11,32 @@ use web_sys::{DedicatedWorkerGlobalScope, MessageEvent};
 use super::control::Drawn;
 use super::protocol::{FromEngine, ToEngine};
 use super::runner::{Controls, run_plan};
-use super::scope::Scope;
+use crate::platform::Scope;
 
 /// Serializes a message as one JSON string. A string crosses `postMessage` as one value;
 /// an object graph (a sample holds dozens of small objects) would be garbage in the
 /// worker's heap, and a garbage collection in the worker is a pause in every timestamp
 /// taken meanwhile.
-pub fn to_js<T: Serialize>(message: &T) -> Result<JsValue, String> {
+pub fn to_js<T: Serialize>(message: &T) -> Result<JsValue, MessageError> {
     serde_json::to_string(message)
         .map(|json| JsValue::from_str(&json))
-        .map_err(|e| format!("cannot send a message: {e}"))
+        .map_err(|e| MessageError::Write(e.to_string()))
 }
 
-pub fn from_js<T: DeserializeOwned>(value: JsValue) -> Result<T, String> {
-    let json = value
-        .as_string()
-        .ok_or_else(|| "cannot read a message: it is not a string".to_owned())?;
-    serde_json::from_str(&json).map_err(|e| format!("cannot read a message: {e}"))
+pub fn from_js<T: DeserializeOwned>(value: JsValue) -> Result<T, MessageError> {
+    let json = value.as_string().ok_or(MessageError::NotAString)?;
+    serde_json::from_str(&json).map_err(|e| MessageError::Read(e.to_string()))
+}
+
+/// A message between the page and the engine that could not be sent or read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MessageError {
+    #[error("cannot send a message: {0}")]
+    Write(String),
+    #[error("cannot read a message: it is not a string")]
+    NotAString,
+    #[error("cannot read a message: {0}")]
+    Read(String),
 }
 
 /// Listens for [`ToEngine`] messages in this worker; says [`FromEngine::Ready`] once it
@@ -46,7 +55,7 @@ pub fn serve() {
             Ok(value) => {
                 let _ = global.post_message(&value);
             }
-            Err(e) => web_sys::console::error_1(&e.into()),
+            Err(e) => web_sys::console::error_1(&e.to_string().into()),
         }
     };
     let on_message = {
@@ -64,7 +73,7 @@ pub fn serve() {
                     controls.visibility.set(hidden, scope.performance().now())
                 }
                 Ok(ToEngine::Drawn) => controls.drawn.drawn(),
-                Err(e) => web_sys::console::error_1(&e.into()),
+                Err(e) => web_sys::console::error_1(&e.to_string().into()),
             }
         })
     };

@@ -3,21 +3,18 @@
 //! bodies, headers, custom stream formats, hand-made phases).
 
 use firsttoken_core::Dialect;
-use firsttoken_core::Plan;
-use firsttoken_core::plan::{PhasePlan, RunTag, TargetPlan};
+use firsttoken_core::check::{self, Line, Verdict};
+use firsttoken_core::compose::{
+    Form, Page, Protocol, headers_text, loopback_fresh_url, results_of,
+};
+use firsttoken_core::presets::{KeyHeader, PRESETS, Preset};
 use firsttoken_core::qr;
 use firsttoken_core::schema::origin_of;
 use firsttoken_core::share::{Study, study_id_from_random};
 use leptos::prelude::*;
 
-use std::collections::BTreeMap;
-
-use firsttoken_core::check::{self, Line, Verdict};
-use firsttoken_core::presets::{KeyHeader, PRESETS, Preset};
-
 use crate::browser;
-use crate::collector;
-use crate::engine::Scope;
+use crate::platform::Scope;
 use crate::target_check;
 
 /// An OpenAI-style streaming request, asking for usage so tokens are counted by the
@@ -28,233 +25,6 @@ pub const DEFAULT_BODY: &str = r#"{
   "stream_options": { "include_usage": true },
   "messages": [{ "role": "user", "content": "Say hello in a few words." }]
 }"#;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Protocol {
-    Quick,
-    Session,
-    Steady,
-}
-
-impl Protocol {
-    const ALL: [Protocol; 3] = [Protocol::Quick, Protocol::Session, Protocol::Steady];
-
-    fn name(self) -> &'static str {
-        match self {
-            Protocol::Quick => "quick",
-            Protocol::Session => "session",
-            Protocol::Steady => "steady",
-        }
-    }
-
-    fn title(self) -> &'static str {
-        match self {
-            Protocol::Quick => "Quick: every phase, about a minute",
-            Protocol::Session => "Session: the full protocol, about 20 minutes",
-            Protocol::Steady => "Only requests one after another",
-        }
-    }
-}
-
-/// On a loopback server, `{n}.localhost` names reach the same server under a new origin
-/// each (browsers resolve every `*.localhost` to loopback), so fresh requests really get
-/// new connections.
-pub fn loopback_fresh_url(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("http://")?;
-    ["127.0.0.1", "localhost"].into_iter().find_map(|host| {
-        let after = rest.strip_prefix(host)?;
-        (after.starts_with(':') || after.starts_with('/'))
-            .then(|| format!("http://{{n}}.localhost{after}"))
-    })
-}
-
-/// The form's values.
-#[derive(Clone)]
-struct Form {
-    title: String,
-    url: String,
-    fresh_url: String,
-    label: String,
-    version: String,
-    dialect: Dialect,
-    body: String,
-    protocol: Protocol,
-    requests: String,
-    /// Extra request headers, one `Name: value` a line.
-    headers: String,
-    /// Where the token goes (the chosen preset's API wants it there).
-    key_header: KeyHeader,
-    compare_url: String,
-    compare_label: String,
-    /// The preset the compared endpoint speaks; `None`: the target's format, body and
-    /// headers.
-    compare_preset: Option<&'static Preset>,
-    compare_key: String,
-    token: String,
-    token_is_for_benchmark: bool,
-    /// Send this browser's cookies to the target (its signed-in session): only for a
-    /// target on this page's own origin.
-    send_cookies: bool,
-    collector: String,
-    run_tag_header: String,
-}
-
-fn target(
-    label: &str,
-    url: &str,
-    dialect: &Dialect,
-    body: &str,
-    version: &str,
-    fresh_url: &str,
-) -> Result<TargetPlan, String> {
-    let origin = browser::url_origin(url)?;
-    let label = if label.trim().is_empty() {
-        origin.split("://").nth(1).unwrap_or(&origin).to_owned()
-    } else {
-        label.trim().to_owned()
-    };
-    let mut t = TargetPlan::new(&label, url.trim(), dialect.clone(), body);
-    if !version.trim().is_empty() {
-        t.version = Some(version.trim().to_owned());
-    }
-    let page = browser::page_origin();
-    if origin == page {
-        // This server: its ping endpoint is the probe, and the demo reports its timing
-        // breakdown at /server_timings.
-        t.probe_url = Some(format!("{}/api/v1/ping", browser::app_root()));
-        t.timings_pointer = Some("/server_timings".into());
-    }
-    t.fresh_url = Some(fresh_url.trim().to_owned()).filter(|f| !f.is_empty());
-    Ok(t)
-}
-
-/// The study the form describes, named `study_id`, or what is wrong with the form.
-fn build(form: &Form, study_id: String) -> Result<Study, String> {
-    serde_json::from_str::<serde_json::Value>(&form.body)
-        .map_err(|e| format!("Request body is not valid JSON: {e}"))?;
-    let mut main = target(
-        &form.label,
-        &form.url,
-        &form.dialect,
-        &form.body,
-        &form.version,
-        &form.fresh_url,
-    )
-    .map_err(|e| format!("Target URL: {e}"))?;
-    main.headers
-        .extend(parse_headers(&form.headers).map_err(|e| format!("Request headers: {e}"))?);
-    if !form.token.trim().is_empty() {
-        let (name, value) = form.key_header.header(form.token.trim());
-        main.headers.insert(name, value);
-    }
-    if form.send_cookies {
-        let page = browser::page_origin();
-        if browser::url_origin(&main.url).ok().as_deref() != Some(page.as_str()) {
-            return Err(format!(
-                "Send cookies: only a target on this page's origin ({page}) can get this browser's cookies"
-            ));
-        }
-        main.send_cookies = true;
-    }
-    let compare = (!form.compare_url.trim().is_empty())
-        .then(|| match form.compare_preset {
-            Some(preset) => {
-                let label = if form.compare_label.trim().is_empty() {
-                    preset.key
-                } else {
-                    &form.compare_label
-                };
-                let dialect = preset.dialect.dialect();
-                let mut t = target(label, &form.compare_url, &dialect, preset.body, "", "")?;
-                t.headers = preset.headers(&form.compare_key);
-                Ok(t)
-            }
-            None => target(
-                &form.compare_label,
-                &form.compare_url,
-                &form.dialect,
-                &form.body,
-                "",
-                "",
-            ),
-        })
-        .transpose()
-        .map_err(|e| format!("Compare with: {e}"))?;
-    let mut plan = match form.protocol {
-        Protocol::Quick => Plan::quick(main),
-        Protocol::Session => Plan::session(main, compare.clone().into_iter().collect()),
-        Protocol::Steady => {
-            let n = form
-                .requests
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| (1..=1000).contains(n))
-                .ok_or("Requests: enter a whole number from 1 to 1000")?;
-            Plan::steady(main, n)
-        }
-    };
-    if let Some(compare) = compare
-        && form.protocol != Protocol::Session
-    {
-        plan.targets.push(compare);
-        plan.phases.push(PhasePlan::Compare { rounds: 5 });
-    }
-    if !form.run_tag_header.trim().is_empty() {
-        plan.run_tag = Some(RunTag::Header(form.run_tag_header.trim().to_owned()));
-    }
-    let own_collector = format!("{}{}", browser::app_root(), collector::RUNS_PATH);
-    let study = Study {
-        title: form.title.trim().to_owned(),
-        plan,
-        collector: (form.collector.trim() != own_collector)
-            .then(|| form.collector.trim().to_owned()),
-        carries_token: form.token_is_for_benchmark,
-        study_id: Some(study_id),
-    };
-    study.validate().map_err(|e| {
-        if e.field.ends_with("fresh_url") {
-            format!("Fresh-connection URL: {}", e.message)
-        } else {
-            format!("The study is not valid: {e}")
-        }
-    })?;
-    Ok(study)
-}
-
-/// Request headers written one `Name: value` a line (blank lines skipped), or which line
-/// is not one.
-fn parse_headers(text: &str) -> Result<BTreeMap<String, String>, String> {
-    let mut headers = BTreeMap::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match line.split_once(':') {
-            Some((name, value)) if !name.trim().is_empty() && !name.trim().contains(' ') => {
-                headers.insert(name.trim().to_owned(), value.trim().to_owned());
-            }
-            _ => return Err(format!("line {} is not Name: value", i + 1)),
-        }
-    }
-    Ok(headers)
-}
-
-/// A preset's headers other than the key, as the headers field shows them.
-fn headers_text(preset: &Preset) -> String {
-    preset
-        .headers("")
-        .iter()
-        .map(|(name, value)| format!("{name}: {value}\n"))
-        .collect()
-}
-
-/// What a preset leaves out for want of a URL, in a sentence; `None` when nothing is.
-fn left_out(protocol: Protocol, fresh_url: &str) -> Option<&'static str> {
-    (matches!(protocol, Protocol::Quick | Protocol::Session) && fresh_url.trim().is_empty()).then_some(
-        "Without a fresh-connection URL this protocol leaves out the requests on new connections: there is no way to force a new connection to the same host name.",
-    )
-}
 
 fn link_to(study: &Study) -> String {
     format!("{}/run#{}", browser::app_root(), study.to_fragment())
@@ -268,20 +38,13 @@ fn new_study_id() -> String {
     study_id_from_random(first)
 }
 
-/// Where the runs of `study` can be read: the Results page of the server that collects
-/// them (under its base path: the collector URL without `/api/v1/runs`), showing this
-/// link alone. `None` for a study without an id.
-fn results_of(study: &Study) -> Option<String> {
-    let id = study.study_id.as_ref()?;
-    let server = match study.collector.as_deref() {
-        Some(collector) => collector
-            .trim_end_matches('/')
-            .strip_suffix(collector::RUNS_PATH)
-            .map(str::to_owned)
-            .or_else(|| origin_of(collector))?,
-        None => browser::app_root(),
-    };
-    Some(format!("{server}/results?study={id}"))
+/// This page, as the form's rules see it.
+fn on_this_page<T>(f: impl FnOnce(Page) -> T) -> T {
+    let (origin, app_root) = (browser::page_origin(), browser::app_root());
+    f(Page {
+        origin: &origin,
+        app_root: &app_root,
+    })
 }
 
 #[component]
@@ -315,7 +78,7 @@ pub fn ComposePage() -> impl IntoView {
     let token = RwSignal::new(String::new());
     let token_is_for_benchmark = RwSignal::new(false);
     let send_cookies = RwSignal::new(false);
-    let collector_url = RwSignal::new(format!("{origin}{}", collector::RUNS_PATH));
+    let collector_url = RwSignal::new(on_this_page(|page| page.own_collector()));
     let run_tag_header = RwSignal::new(String::new());
     let link = RwSignal::new(None::<String>);
     let results = RwSignal::new(None::<String>);
@@ -325,7 +88,7 @@ pub fn ComposePage() -> impl IntoView {
     let show = move |study: Study| {
         json.set(serde_json::to_string_pretty(&study).unwrap_or_default());
         link.set(Some(link_to(&study)));
-        results.set(results_of(&study));
+        results.set(on_this_page(|page| results_of(&study, page)));
         error.set(None);
     };
     let form = move || Form {
@@ -352,11 +115,11 @@ pub fn ComposePage() -> impl IntoView {
     };
     let make = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        match build(&form(), new_study_id()) {
+        match on_this_page(|page| form().build(page, new_study_id())) {
             Ok(study) => show(study),
-            Err(message) => {
+            Err(e) => {
                 link.set(None);
-                error.set(Some(message));
+                error.set(Some(e.to_string()));
             }
         }
     };
@@ -374,10 +137,10 @@ pub fn ComposePage() -> impl IntoView {
     };
     // The check sends the study the form describes now, as the runs will.
     let check = move |_| {
-        let study = match build(&form(), new_study_id()) {
+        let study = match on_this_page(|page| form().build(page, new_study_id())) {
             Ok(study) => study,
-            Err(message) => {
-                error.set(Some(message));
+            Err(e) => {
+                error.set(Some(e.to_string()));
                 return;
             }
         };
@@ -533,7 +296,7 @@ pub fn ComposePage() -> impl IntoView {
                         }).collect::<Vec<_>>()}
                     </select>
                 </label>
-                {move || left_out(protocol.get(), &fresh_url.get()).map(|note| view! {
+                {move || protocol.get().left_out(&fresh_url.get()).map(|note| view! {
                     <p class="notice wide" role="note" data-testid="left-out">{note}</p>
                 })}
                 <Show when=move || protocol.get() == Protocol::Steady>
@@ -595,7 +358,7 @@ pub fn ComposePage() -> impl IntoView {
                         "This token is for this benchmark only, and I accept that it travels in the link"
                     </label>
                 </Show>
-                <Show when=move || url.with(|u| browser::url_origin(u).ok() == Some(browser::page_origin()))>
+                <Show when=move || url.with(|u| origin_of(u.trim()) == Some(browser::page_origin()))>
                     <label class="check wide">
                         <input type="checkbox" data-testid="send-cookies" bind:checked=send_cookies />
                         {move || format!(

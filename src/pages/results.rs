@@ -8,6 +8,7 @@
 
 use firsttoken_core::NetworkLabel;
 use firsttoken_core::Phase;
+use firsttoken_core::compare;
 use firsttoken_core::stats::min_values_for;
 use firsttoken_core::summary::{Dimension, Group, Interval, MIN_RUNS_FOR_INTERVAL, Summary};
 use leptos::prelude::*;
@@ -417,61 +418,30 @@ fn CompareVersions() -> impl IntoView {
             }
         };
         let (b, a, d) = compared.get();
-        let mut values: Vec<Option<String>> = summary
-            .groups
-            .iter()
-            .map(|g| g.key.get(&d).cloned().flatten())
-            .collect();
-        values.sort();
-        values.dedup();
-        let find = |version: &str, value: &Option<String>| {
-            summary.groups.iter().find(|g| {
-                g.key
-                    .get(&Dimension::TargetVersion)
-                    .cloned()
-                    .flatten()
-                    .as_deref()
-                    == Some(version)
-                    && g.key.get(&d).cloned().flatten() == *value
-            })
-        };
-        let rows = values
-            .iter()
-            .map(|value| {
-                let (gb, ga) = (find(&b, value), find(&a, value));
+        let rows = compare::rows(&summary, &b, &a, d)
+            .into_iter()
+            .map(|row| {
                 let cell = |g: Option<&Group>| match g.and_then(|g| g.ttft_ms.as_ref()) {
                     Some(p) => interval(&p.p50),
                     None => g
                         .map_or("no runs".to_owned(), |g| format!("{} requests: too few", g.answered))
                         .into_any(),
                 };
-                let verdict = match (
-                    gb.and_then(|g| g.ttft_ms.as_ref()),
-                    ga.and_then(|g| g.ttft_ms.as_ref()),
-                ) {
-                    (Some(pb), Some(pa)) => {
-                        let change = pa.p50.value - pb.p50.value;
-                        let relative = change / pb.p50.value * 100.0;
-                        let reading = match (pa.p50.low, pa.p50.high, pb.p50.low, pb.p50.high) {
-                            (Some(_), Some(a_high), Some(b_low), Some(_)) if a_high < b_low => "faster",
-                            (Some(a_low), Some(_), Some(_), Some(b_high)) if a_low > b_high => "slower",
-                            (Some(_), Some(_), Some(_), Some(_)) => "no clear difference",
-                            _ => "too few runs to tell",
-                        };
-                        format!(
-                            "{}{} ({relative:+.0}%): {reading}",
-                            if change >= 0.0 { "+" } else { "−" },
-                            format::ms(Some(change.abs()))
-                        )
-                    }
-                    _ => "—".to_owned(),
-                };
+                let change = row.change.map_or("—".to_owned(), |c| {
+                    format!(
+                        "{}{}{}: {}",
+                        if c.ms >= 0.0 { "+" } else { "−" },
+                        format::ms(Some(c.ms.abs())),
+                        c.percent.map_or(String::new(), |p| format!(" ({p:+.0}%)")),
+                        c.reading.words()
+                    )
+                });
                 view! {
                     <tr data-testid="compare-row">
-                        <td class="group-key">{value.clone().unwrap_or_else(|| "(none)".to_owned())}</td>
-                        <td>{cell(gb)}</td>
-                        <td>{cell(ga)}</td>
-                        <td>{verdict}</td>
+                        <td class="group-key">{row.value.clone().unwrap_or_else(|| "(none)".to_owned())}</td>
+                        <td>{cell(row.before)}</td>
+                        <td>{cell(row.after)}</td>
+                        <td>{change}</td>
                     </tr>
                 }
             })
@@ -480,14 +450,7 @@ fn CompareVersions() -> impl IntoView {
             Answer::Loaded(pooled) => [(&b, "before"), (&a, "after")]
                 .into_iter()
                 .filter_map(|(version, which)| {
-                    let group = pooled.groups.iter().find(|g| {
-                        g.key
-                            .get(&Dimension::TargetVersion)
-                            .cloned()
-                            .flatten()
-                            .as_deref()
-                            == Some(version.as_str())
-                    })?;
+                    let group = compare::version_group(&pooled, version)?;
                     Some(Series {
                         name: format!("{which}: {version}"),
                         points: group.ttft_cdf.clone(),

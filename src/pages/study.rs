@@ -2,6 +2,7 @@
 //! one Start button, the run live, and the results, kept and uploaded if they chose so.
 
 use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::progress::Progress;
 use firsttoken_core::schema::origin_of;
 use firsttoken_core::share::Study;
 use firsttoken_core::{NetworkLabel, Plan, Run};
@@ -16,7 +17,7 @@ use crate::components::live::{ConcurrencyChart, PhaseDistributions, Timeline, Wa
 use crate::components::report_view::ReportView;
 use crate::components::uploads_list::UploadsList;
 use crate::components::{SamplesTable, Summary};
-use crate::engine::Scope;
+use crate::platform::Scope;
 use crate::session::{Session, Status};
 use crate::uploads::{Entry, State, Uploads};
 
@@ -151,26 +152,26 @@ fn network_hint() -> NetworkLabel {
 }
 
 /// "about 40 s left", from how long requests have taken so far and the idle waits ahead.
+/// Reads the samples in place: this runs at each tick and each sample while requests are
+/// in flight, and a copy of every sample each time would be work the page does mid-batch.
 fn time_left(plan: &Plan, session: &Session, now: f64) -> Option<String> {
-    let progress = session.progress.get()?;
-    let samples = session.samples.get();
-    let done = samples.len().max(1) as f64;
-    let idle_done: f64 = samples
-        .iter()
-        .filter_map(|s| s.idle_ms)
-        .map(f64::from)
-        .sum();
-    let idle_total: f64 = plan.phases.iter().map(|p| p.idle_ms() as f64).sum();
-    let elapsed = now - session.started.get();
-    let per_request = ((elapsed - idle_done) / done).max(0.0);
-    let left_ms = per_request * (f64::from(progress.total) - samples.len() as f64).max(0.0)
-        + (idle_total - idle_done).max(0.0);
-    let seconds = (left_ms / 1000.0).ceil();
-    Some(if seconds < 90.0 {
-        format!("about {} s left", ((seconds / 5.0).ceil() * 5.0).max(5.0))
-    } else {
-        format!("about {} min left", (seconds / 60.0).round())
-    })
+    let total = session.progress.get()?.total;
+    let (requests_done, idle_done_ms) = session.samples.with(|samples| {
+        let idle: f64 = samples
+            .iter()
+            .filter_map(|s| s.idle_ms)
+            .map(f64::from)
+            .sum();
+        (samples.len(), idle)
+    });
+    let progress = Progress {
+        elapsed_ms: now - session.started.get(),
+        requests_done,
+        requests_total: total as usize,
+        idle_done_ms,
+        idle_total_ms: Progress::idle_total_ms(plan),
+    };
+    Some(progress.words())
 }
 
 /// Offers `text` as a file download.

@@ -44,10 +44,7 @@ impl Plan {
         check_stall(self.stall_timeout_ms, self.timeout_ms)?;
         match &self.run_tag {
             Some(RunTag::Header(name)) => {
-                check_header_name(name).map_err(|message| ValidationError {
-                    field: "run_tag.header".into(),
-                    message,
-                })?;
+                check_header_name("run_tag.header", name)?;
             }
             Some(RunTag::BodyField(field)) if field.is_empty() || field.len() > 64 => {
                 return fail(
@@ -250,7 +247,7 @@ impl TargetPlan {
                 "must be 1–64 characters without control characters".into(),
             );
         }
-        check_url(&self.url).or_else(|m| field("url", m))?;
+        check_url("url", &self.url)?;
         if let Dialect::Custom(custom) = &self.dialect {
             custom.validate().map_err(|e| e.within("dialect.custom"))?;
         }
@@ -258,7 +255,7 @@ impl TargetPlan {
             return field("headers", format!("at most {MAX_HEADERS} headers"));
         }
         for (name, value) in &self.headers {
-            check_header_name(name).or_else(|m| field(&format!("headers.{name}"), m))?;
+            check_header_name(&format!("headers.{name}"), name)?;
             if value.len() > 4096 || value.chars().any(|c| c.is_control() && c != '\t') {
                 return field(
                     &format!("headers.{name}"),
@@ -329,38 +326,47 @@ impl TargetPlan {
                         .into(),
                 );
             }
-            check_url(&fresh.replace("{n}", "1")).or_else(|m| field("fresh_url", m))?;
+            check_url("fresh_url", &fresh.replace("{n}", "1"))?;
         }
         if let Some(probe) = &self.probe_url {
-            check_url(probe).or_else(|m| field("probe_url", m))?;
+            check_url("probe_url", probe)?;
         }
         Ok(())
     }
 }
 
 /// An absolute http(s) URL without spaces or credentials.
-fn check_url(url: &str) -> Result<(), String> {
+fn check_url(field: &str, url: &str) -> Result<(), ValidationError> {
+    let fail = |message: String| ValidationError::new(field, message);
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("{url:?} must be an absolute http:// or https:// URL"))?;
+        .ok_or_else(|| {
+            fail(format!(
+                "{url:?} must be an absolute http:// or https:// URL"
+            ))
+        })?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if authority.is_empty() {
-        return Err(format!("{url:?} has no host"));
+        return Err(fail(format!("{url:?} has no host")));
     }
     if authority.contains('@') {
-        return Err("must not carry credentials (user:password@); use a header".into());
+        return Err(fail(
+            "must not carry credentials (user:password@); use a header".into(),
+        ));
     }
     if url.len() > 2048 || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err("must be at most 2048 characters without spaces".into());
+        return Err(fail(
+            "must be at most 2048 characters without spaces".into(),
+        ));
     }
     // A record keeps each target's origin: a URL whose origin cannot be written down
     // (a host with `_` or `%`, say) would make every run against it unstorable.
     if crate::schema::origin_of(url).is_none() {
-        return Err(format!(
+        return Err(fail(format!(
             "{url:?} has no origin a record can keep: its host may use only letters, digits, \
              - and . (or be an IP address), its port 1–65535"
-        ));
+        )));
     }
     Ok(())
 }
@@ -373,22 +379,24 @@ pub(super) fn host_of(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
-fn check_header_name(name: &str) -> Result<(), String> {
+/// A header name a page may set; `field` is where it was written.
+fn check_header_name(field: &str, name: &str) -> Result<(), ValidationError> {
+    let fail = |message: String| Err(ValidationError::new(field, message));
     let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
     if name.is_empty() || name.len() > 64 || !name.chars().all(token) {
-        return Err(format!("{name:?} is not a header name"));
+        return fail(format!("{name:?} is not a header name"));
     }
     let lower = name.to_ascii_lowercase();
     if FORBIDDEN_HEADERS.contains(&lower.as_str())
         || lower.starts_with("proxy-")
         || lower.starts_with("sec-")
     {
-        return Err(format!("browsers do not let a page set {name}"));
+        return fail(format!("browsers do not let a page set {name}"));
     }
     if lower == "content-type" {
         // A text/plain POST is a "simple" request that goes out without the CORS preflight
         // in which a host agrees to be called: a link must not turn requests into those.
-        return Err(
+        return fail(
             "requests are always sent as application/json; a link cannot change Content-Type"
                 .into(),
         );

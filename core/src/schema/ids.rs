@@ -93,22 +93,37 @@ pub fn is_uuid(s: &str) -> bool {
         })
 }
 
+/// What makes a string not an origin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginError {
+    #[error("must be at most 255 characters")]
+    TooLong,
+    #[error("must start with http:// or https://")]
+    Scheme,
+    #[error("has no host")]
+    NoHost,
+    #[error("must be scheme://host[:port] with no path, query or credentials")]
+    NotJustHost,
+    #[error("has an invalid port {0:?}")]
+    Port(String),
+}
+
 /// An origin is `http://` or `https://`, a host, maybe a port, and nothing else.
-pub(super) fn check_origin(origin: &str) -> Result<(), String> {
+pub(super) fn check_origin(origin: &str) -> Result<(), OriginError> {
     if origin.len() > 255 {
-        return Err("must be at most 255 characters".into());
+        return Err(OriginError::TooLong);
     }
     let rest = origin
         .strip_prefix("https://")
         .or_else(|| origin.strip_prefix("http://"))
-        .ok_or("must start with http:// or https://")?;
+        .ok_or(OriginError::Scheme)?;
     let (host, port) = match rest.rsplit_once(':') {
         // An IPv6 literal keeps its colons inside brackets.
         Some((host, port)) if !port.contains(']') => (host, Some(port)),
         _ => (rest, None),
     };
     if host.is_empty() {
-        return Err("has no host".into());
+        return Err(OriginError::NoHost);
     }
     let host_ok = if let Some(v6) = host.strip_prefix('[') {
         v6.strip_suffix(']').is_some_and(|inner| {
@@ -122,12 +137,12 @@ pub(super) fn check_origin(origin: &str) -> Result<(), String> {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
     };
     if !host_ok {
-        return Err("must be scheme://host[:port] with no path, query or credentials".into());
+        return Err(OriginError::NotJustHost);
     }
     if let Some(port) = port
         && port.parse::<u16>().map_or(true, |p| p == 0)
     {
-        return Err(format!("has an invalid port {port:?}"));
+        return Err(OriginError::Port(port.to_owned()));
     }
     Ok(())
 }

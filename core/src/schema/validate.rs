@@ -218,7 +218,7 @@ impl Target {
         };
         c.non_empty_text("label", &self.label, 64)?;
         if let Err(why) = check_origin(&self.origin) {
-            return Err(c.fail("origin", why));
+            return Err(c.fail("origin", why.to_string()));
         }
         if let Some(version) = &self.version {
             c.non_empty_text("version", version, 64)?;
