@@ -184,7 +184,7 @@ impl Config {
     }
 
     /// Refuses settings the server cannot run safely with, naming the flag.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         for (flag, token) in [
             ("--admin-token (FIRSTTOKEN_ADMIN_TOKEN)", &self.admin_token),
             (
@@ -195,8 +195,11 @@ impl Config {
             if let Some(token) = token
                 && token.expose().chars().count() < MIN_ADMIN_TOKEN_CHARS
             {
-                return Err(format!(
-                    "{flag} must be at least {MIN_ADMIN_TOKEN_CHARS} characters; `openssl rand -hex 32` makes one"
+                return Err(ConfigError::new(
+                    flag,
+                    format!(
+                        "must be at least {MIN_ADMIN_TOKEN_CHARS} characters; `openssl rand -hex 32` makes one"
+                    ),
                 ));
             }
         }
@@ -206,8 +209,9 @@ impl Config {
                 && !trimmed.contains(['?', '#'])
                 && trimmed.split('/').count() == 3;
             if !ok {
-                return Err(format!(
-                    "--accept-target-origin {origin:?} is not an origin (scheme://host[:port], no path)"
+                return Err(ConfigError::new(
+                    "--accept-target-origin",
+                    format!("{origin:?} is not an origin (scheme://host[:port], no path)"),
                 ));
             }
         }
@@ -221,7 +225,7 @@ impl Config {
             ("--demo-max-streams", self.demo_max_streams),
         ] {
             if value == 0 {
-                return Err(format!("{flag} must be at least 1"));
+                return Err(ConfigError::new(flag, "must be at least 1"));
             }
         }
         for (flag, value) in [
@@ -230,7 +234,7 @@ impl Config {
             ("--demo-max-request-secs", self.demo_max_request_secs),
         ] {
             if value == 0 {
-                return Err(format!("{flag} must be at least 1"));
+                return Err(ConfigError::new(flag, "must be at least 1"));
             }
         }
         Ok(())
@@ -268,26 +272,57 @@ impl Config {
     }
 }
 
+/// A setting the server refuses to start with, naming its flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag} {message}")]
+pub struct ConfigError {
+    /// The flag, and its environment variable where that helps.
+    pub flag: &'static str,
+    /// What is wrong with its value.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(flag: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            flag,
+            message: message.into(),
+        }
+    }
+}
+
+/// A `--base-path` that is not a clean path prefix: the value as given, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{value:?} {message}")]
+pub struct BasePathError {
+    pub value: String,
+    pub message: String,
+}
+
 /// A base path as `--base-path` takes it: `/firsttoken` (a trailing `/` is dropped; `/`
 /// or nothing is the root), made of path segments of letters, digits and `-._~`.
-pub fn parse_base_path(value: &str) -> Result<String, String> {
+pub fn parse_base_path(value: &str) -> Result<String, BasePathError> {
+    let error = |message: String| BasePathError {
+        value: value.to_owned(),
+        message,
+    };
     let trimmed = value.trim().trim_end_matches('/');
     if trimmed.is_empty() {
         return Ok(String::new());
     }
     let Some(rest) = trimmed.strip_prefix('/') else {
-        return Err(format!("{value:?} must start with / (like /firsttoken)"));
+        return Err(error("must start with / (like /firsttoken)".into()));
     };
     if trimmed.len() > 100 {
-        return Err(format!("{value:?} is longer than 100 characters"));
+        return Err(error("is longer than 100 characters".into()));
     }
     for segment in rest.split('/') {
         let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~".contains(c);
         if segment.is_empty() || segment == "." || segment == ".." || !segment.chars().all(allowed)
         {
-            return Err(format!(
-                "{value:?}: each part between / must be letters, digits, -, ., _ or ~ (not {segment:?})"
-            ));
+            return Err(error(format!(
+                "has a part that is not letters, digits, -, ., _ or ~ between two / ({segment:?})"
+            )));
         }
     }
     Ok(trimmed.to_owned())
@@ -339,7 +374,8 @@ mod tests {
             "/%2e%2e",
         ] {
             let e = parse_base_path(bad).expect_err(bad);
-            assert!(e.contains(bad), "{e}");
+            assert_eq!(e.value, bad);
+            assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
         }
     }
 }

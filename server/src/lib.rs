@@ -108,7 +108,7 @@ impl AppState {
 
     /// Opens the database `config` names and checks the static folder.
     pub async fn from_config(config: Config) -> anyhow::Result<Self> {
-        config.check().map_err(anyhow::Error::msg)?;
+        config.check()?;
         let db = Db::connect(config.database_url.expose()).await?;
         let state = Self::new(db, config);
         if state.static_dir.is_none() {

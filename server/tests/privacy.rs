@@ -2,6 +2,7 @@
 //! distinct loopback address carry marked headers, and neither the server's log output
 //! (at debug level) nor any stored row contains any of them.
 
+#[path = "it/common/mod.rs"]
 mod common;
 
 use std::io::Write;

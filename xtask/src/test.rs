@@ -34,62 +34,79 @@ fn all(steps: &mut Steps) -> anyhow::Result<()> {
     steps.step("formatting (cargo fmt --check)", || {
         shell::run(cargo().args(["fmt", "--all", "--", "--check"]))
     })?;
-    steps.step("clippy, native, warnings denied", || {
-        shell::run(cargo().args([
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--all-features",
-            "--",
-            "-D",
-            "warnings",
-        ]))
-    })?;
-    steps.step("clippy, the app for wasm32, warnings denied", || {
-        shell::run(cargo().args([
-            "clippy",
-            "--package",
-            "firsttoken",
-            "--target",
-            "wasm32-unknown-unknown",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]))
-    })?;
-    steps.step("native tests", || {
-        shell::run(cargo().args(["test", "--workspace", "--no-fail-fast"]))
-    })?;
-    steps.step("browser tests in headless Chromium", browser_tests)?;
+    steps.step(
+        "clippy and build, native: every target, warnings denied",
+        || {
+            shell::run(linted_cargo().args([
+                "test",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--no-run",
+            ]))
+        },
+    )?;
+    steps.step(
+        "clippy and build, the app for wasm32: every target, warnings denied",
+        || {
+            shell::run(linted_cargo().args([
+                "test",
+                "--package",
+                "firsttoken",
+                "--target",
+                "wasm32-unknown-unknown",
+                "--all-targets",
+                "--no-run",
+            ]))
+        },
+    )?;
+    // Before the tests: the end-to-end tests serve the built app.
     steps.step("build the app (trunk build --release)", build_app)?;
     steps.step(
-        "end-to-end tests in headless Chromium, Firefox and WebKitGTK",
+        "native and end-to-end tests (headless Chromium, Firefox and WebKitGTK)",
         || {
             shell::run(
-                cargo()
-                    .args([
-                        "test",
-                        "--package",
-                        "firsttoken-e2e",
-                        "--features",
-                        "browser",
-                    ])
+                linted_cargo()
+                    .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
                     .envs(tools::driver_env()),
             )
         },
     )?;
+    steps.step("browser tests in headless Chromium", browser_tests)?;
     Ok(())
+}
+
+/// cargo with clippy as the compiler of the workspace's own crates, warnings denied: the
+/// way `cargo clippy` runs it (`RUSTC_WORKSPACE_WRAPPER`, lint flags in `CLIPPY_ARGS`),
+/// but in a build rather than a check. One build then both lints every target and makes
+/// the test binaries, where `cargo clippy` followed by `cargo test` compiled every
+/// dependency twice (a check, then a build). Every step that builds the workspace uses
+/// it, so no step rebuilds what another made.
+fn linted_cargo() -> Command {
+    let mut cargo = cargo();
+    cargo.env("RUSTC_WORKSPACE_WRAPPER", "clippy-driver").env(
+        "CLIPPY_ARGS",
+        "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__",
+    );
+    cargo
 }
 
 /// The wasm-bindgen tests in `tests/`, run by wasm-bindgen-test-runner in headless
 /// Chromium (flags from `webdriver.json`), against a real server this starts first.
 fn browser_tests() -> anyhow::Result<()> {
-    shell::run(cargo().args(["build", "--package", "firsttoken-server"]))?;
+    // The same selection and features as the native tests, so the server built there is
+    // reused rather than built again with other features.
+    shell::run(linted_cargo().args([
+        "build",
+        "--workspace",
+        "--all-features",
+        "--bin",
+        "firsttoken-server",
+    ]))?;
     let server = ServerProcess::start()?;
     println!("  test server: {}", server.url);
     shell::run(
-        cargo()
+        linted_cargo()
             .args([
                 "test",
                 "--package",

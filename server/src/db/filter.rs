@@ -43,27 +43,35 @@ pub enum Value {
 
 impl Value {
     /// Reads `text` as a value of `dimension`, or says why it is not one.
-    pub fn parse(dimension: Dimension, text: &str) -> Result<Self, String> {
+    pub fn parse(dimension: Dimension, text: &str) -> Result<Self, ValueError> {
+        let error = |message: String| ValueError {
+            dimension: dimension.name(),
+            message,
+        };
         if text.is_empty() || text.len() > 128 || text.chars().any(char::is_control) {
-            return Err(format!("{} must be 1–128 characters", dimension.name()));
+            return Err(error("must be 1–128 characters".into()));
         }
         Ok(match dimension.kind() {
             Kind::Text => Value::Text(text.to_owned()),
             Kind::Bool => Value::Bool(match text {
                 "true" => true,
                 "false" => false,
-                _ => {
-                    return Err(format!(
-                        "{} must be true or false, got {text:?}",
-                        dimension.name()
-                    ));
-                }
+                _ => return Err(error(format!("must be true or false, got {text:?}"))),
             }),
-            Kind::Int => Value::Int(text.parse().map_err(|_| {
-                format!("{} must be a whole number, got {text:?}", dimension.name())
-            })?),
+            Kind::Int => Value::Int(
+                text.parse()
+                    .map_err(|_| error(format!("must be a whole number, got {text:?}")))?,
+            ),
         })
     }
+}
+
+/// A filter value that does not fit its dimension, naming the dimension.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{dimension} {message}")]
+pub struct ValueError {
+    pub dimension: &'static str,
+    pub message: String,
 }
 
 /// Which samples to take.

@@ -114,7 +114,7 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
             }
             (other, _) => match Dimension::from_name(other) {
                 Some(dimension) => {
-                    let value = Value::parse(dimension, value).map_err(bad)?;
+                    let value = Value::parse(dimension, value).map_err(|e| bad(e.to_string()))?;
                     selection.filter.equals.push((dimension, value));
                 }
                 None => {

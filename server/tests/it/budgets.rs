@@ -2,12 +2,12 @@
 //! IPv6 /64; what the collector stores at all; and for which targets. Each refusal names
 //! what ran out, and nothing already stored is touched.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
+use crate::common::App;
 use axum::body::{Body, Bytes};
-use common::App;
 use firsttoken_server::Config;
 use firsttoken_server::db::Table;
 use serde_json::Value;

@@ -1,10 +1,10 @@
 //! The collector's upload API through the router, on SQLite and on PostgreSQL.
 
-mod common;
+use crate::common;
 
+use crate::common::App;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
-use common::App;
 use firsttoken_server::AppState;
 use firsttoken_server::db::Table;
 use serde_json::{Value, json};

@@ -10,7 +10,7 @@
 //! `FIRSTTOKEN_TEST_POSTGRES` names another. When it cannot be reached the PostgreSQL half
 //! of each test is skipped with a message, except under `CI=true`, where that fails.
 
-#![allow(dead_code)] // each test file uses part of this
+#![allow(dead_code)] // privacy.rs, a binary of its own, uses part of this
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;

@@ -5,13 +5,13 @@
 //! over raw sockets, since a polite HTTP client cannot misbehave the way these tests need;
 //! the others call the app in-process.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::common::App;
 use axum::http::Method;
-use common::App;
 use firsttoken_server::Config;
 use firsttoken_server::config::Demo;
 use serde_json::json;

@@ -2,7 +2,7 @@
 //! send it (or the admin token); uploads stay open to every beta user; a wrong guess costs
 //! the network part of its hourly allowance.
 
-mod common;
+use crate::common;
 
 use firsttoken_server::Config;
 use firsttoken_server::config::Secret;

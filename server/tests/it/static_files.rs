@@ -1,8 +1,8 @@
 //! Serving the built app.
 
-mod common;
+use crate::common;
 
-use common::App;
+use crate::common::App;
 
 /// A server serving the app built in `static_dir`, with its settings changed by `edit`,
 /// and the database it keeps.

@@ -1,7 +1,7 @@
 //! Two collector instances, each with its own connection pool, write to one database at
 //! once: every run arrives exactly once, duplicates sent to both included.
 
-mod common;
+use crate::common;
 
 use firsttoken_server::Db;
 use firsttoken_server::db::{Pool, Table};

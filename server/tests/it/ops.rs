@@ -1,8 +1,8 @@
 //! What operators read: health, metrics, and an OpenAPI document that matches the routes.
 
-mod common;
+use crate::common;
 
-use common::App;
+use crate::common::App;
 
 #[tokio::test]
 async fn health_says_which_database_answers() {

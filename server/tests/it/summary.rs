@@ -1,9 +1,9 @@
 //! Summaries equal the core crate's statistics applied to the same samples, on SQLite and
 //! on PostgreSQL.
 
-mod common;
+use crate::common;
 
-use common::App;
+use crate::common::App;
 use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::{ErrorClass, NetworkLabel};
 use firsttoken_core::sketch::RELATIVE_ERROR;

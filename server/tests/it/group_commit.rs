@@ -4,7 +4,7 @@
 //! The tests run on Tokio's single-threaded runtime, where every upload is queued before
 //! the writer task first runs: so "together" is certain, not a matter of timing.
 
-mod common;
+use crate::common;
 
 use firsttoken_core::Run;
 use firsttoken_server::db::{Stored, Table};

@@ -2,12 +2,12 @@
 //! the browser engine would. Most tests call it in-process; those about what a client
 //! sees of the connection (timing, its port, a dropped connection) use a real port.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 
+use crate::common::App;
 use axum::http::Method;
-use common::App;
 use firsttoken_core::{Dialect, StreamRecorder};
 use futures_util::StreamExt;
 use serde_json::{Value, json};

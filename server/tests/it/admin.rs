@@ -1,8 +1,8 @@
 //! Bulk export and purge, behind the admin token, on SQLite and on PostgreSQL.
 
-mod common;
+use crate::common;
 
-use common::App;
+use crate::common::App;
 use serde_json::Value;
 
 async fn upload(app: &App, n: u64, edit: impl FnOnce(&mut Value)) {

@@ -1,7 +1,7 @@
 //! A graceful shutdown finishes the uploads in flight: the server stops accepting, answers
 //! what it has, and only then ends.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

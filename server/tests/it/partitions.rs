@@ -1,7 +1,7 @@
 //! PostgreSQL's monthly partitions of samples: made ahead, rows outside them kept and
 //! moved in when their month is made, whole months dropped by an age purge.
 
-mod common;
+use crate::common;
 
 use firsttoken_core::Run;
 use firsttoken_server::db::partitions::Month;

@@ -1,0 +1,20 @@
+//! The server's integration tests, as one test binary: one link of the server and its
+//! dependencies instead of one per file. Each module is one subject; `common` holds the
+//! in-process client and the two databases every test runs on. (`privacy.rs` is a binary
+//! of its own: it installs a process-wide log subscriber.)
+
+mod common;
+
+mod access;
+mod admin;
+mod budgets;
+mod demo;
+mod group_commit;
+mod instances;
+mod limits;
+mod ops;
+mod partitions;
+mod runs;
+mod shutdown;
+mod static_files;
+mod summary;
