@@ -172,5 +172,5 @@ async fn only_the_operators_targets_are_accepted_when_named() {
     }
     .check()
     .expect_err("not an origin");
-    assert!(refused.contains("--accept-target-origin"), "{refused}");
+    assert_eq!(refused.flag, "--accept-target-origin", "{refused}");
 }

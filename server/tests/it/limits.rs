@@ -414,7 +414,7 @@ async fn admin_tokens_are_long_and_guesses_run_out() {
         ..common::config()
     };
     let refused = short.check().expect_err("too short");
-    assert!(refused.contains("at least 32"), "{refused}");
+    assert!(refused.message.contains("at least 32"), "{refused}");
 
     let (app, _db) = in_process(common::config()).await;
     let export = |token: &str| app.get("/api/v1/export").bearer_auth(token).send();
