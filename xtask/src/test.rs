@@ -94,14 +94,16 @@ fn linted_cargo() -> Command {
 /// The wasm-bindgen tests in `tests/`, run by wasm-bindgen-test-runner in headless
 /// Chromium (flags from `webdriver.json`), against a real server this starts first.
 fn browser_tests() -> anyhow::Result<()> {
-    // The same selection and features as the native tests, so the server built there is
-    // reused rather than built again with other features.
+    // The server binary the native test build made (cargo puts the binaries integration
+    // tests may run in target/debug/): the same command again is a no-op after that step
+    // and a build when this runs alone. `cargo build --bin` would not do: without the
+    // dev-dependencies' features it builds tokio and the rest a second time.
     shell::run(linted_cargo().args([
-        "build",
+        "test",
         "--workspace",
+        "--all-targets",
         "--all-features",
-        "--bin",
-        "firsttoken-server",
+        "--no-run",
     ]))?;
     let server = ServerProcess::start()?;
     println!("  test server: {}", server.url);
