@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use firsttoken_core::Run;
+use firsttoken_core::export::Line;
 use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
@@ -362,49 +363,48 @@ impl Db {
         cells::summary_cells(&self.pool, filter, group_by, each).await
     }
 
-    /// Sends the samples matching `filter` to `rows`, oldest first, as the database
-    /// yields them; stops when the receiver is gone (the client hung up).
-    pub async fn export_rows(
+    /// Sends each run with samples matching `filter` to `runs_out`, oldest first, read
+    /// back from its stored record with the indexes of the matching samples; stops when
+    /// the receiver is gone (the client hung up). The `samples` table only chooses which
+    /// samples: every exported value comes from the record, through core's one row.
+    pub async fn export_runs(
         &self,
         filter: &Filter,
-        rows_out: tokio::sync::mpsc::Sender<ExportRow>,
+        runs_out: tokio::sync::mpsc::Sender<ExportRun>,
     ) -> anyhow::Result<()> {
+        // The matching samples' indexes, one text per run: the only SQL the two databases
+        // spell differently here.
+        let aggregate = match self.as_pool() {
+            Pool::Sqlite(_) => "group_concat(idx)",
+            Pool::Postgres(_) => "string_agg(idx::text, ',')",
+        };
         with_pool!(self, |pool| {
-            let mut select = QueryBuilder::new(format!("SELECT {EXPORT_COLUMNS} FROM samples"));
+            let mut select = QueryBuilder::new(format!(
+                "SELECT r.received_at_ms, r.record, m.indexes FROM runs r JOIN \
+                 (SELECT run_id, {aggregate} AS indexes FROM samples"
+            ));
             filter.push_where(&mut select);
-            select.push(" ORDER BY received_at_ms, run_id, idx");
+            select.push(
+                " GROUP BY run_id) m ON m.run_id = r.run_id ORDER BY r.received_at_ms, r.run_id",
+            );
             let mut rows = select.build().fetch(pool);
             while let Some(row) = rows.try_next().await? {
-                let export = ExportRow {
-                    run_id: row.try_get("run_id")?,
-                    index: row.try_get("idx")?,
+                let record: String = row.try_get("record")?;
+                let run: Run = serde_json::from_str(&record)
+                    .context("a stored record that no longer reads as a run")?;
+                let listed: String = row.try_get("indexes")?;
+                let mut indexes = listed
+                    .split(',')
+                    .map(|i| i.parse::<u32>())
+                    .collect::<Result<Vec<_>, _>>()
+                    .with_context(|| format!("the sample indexes of run {}", run.run_id))?;
+                indexes.sort_unstable();
+                let export = ExportRun {
                     received_at_ms: row.try_get("received_at_ms")?,
-                    phase: row.try_get("phase")?,
-                    concurrency: row.try_get("concurrency")?,
-                    scenario: row.try_get("scenario")?,
-                    target_label: row.try_get("target_label")?,
-                    target_version: row.try_get("target_version")?,
-                    target_demo: row.try_get("target_demo")?,
-                    network: row.try_get("network")?,
-                    effective_type: row.try_get("effective_type")?,
-                    browser: row.try_get("browser")?,
-                    os: row.try_get("os")?,
-                    mobile: row.try_get("mobile")?,
-                    status: row.try_get("status")?,
-                    error: row.try_get("error")?,
-                    headers_ms: row.try_get("headers_ms")?,
-                    ttfb_ms: row.try_get("ttfb_ms")?,
-                    ttft_ms: row.try_get("ttft_ms")?,
-                    ttft_any_ms: row.try_get("ttft_any_ms")?,
-                    last_token_ms: row.try_get("last_token_ms")?,
-                    e2e_ms: row.try_get("e2e_ms")?,
-                    output_chunks: row.try_get("output_chunks")?,
-                    output_tokens: row.try_get("output_tokens")?,
-                    conn_reused: row.try_get("conn_reused")?,
-                    protocol: row.try_get("protocol")?,
-                    study: row.try_get("study")?,
+                    run,
+                    indexes,
                 };
-                if rows_out.send(export).await.is_err() {
+                if runs_out.send(export).await.is_err() {
                     break;
                 }
             }
@@ -469,41 +469,28 @@ impl Table {
     }
 }
 
-const EXPORT_COLUMNS: &str = "run_id, idx, received_at_ms, phase, concurrency, scenario, target_label, \
-    target_version, target_demo, network, effective_type, browser, os, mobile, status, error, headers_ms, \
-    ttfb_ms, ttft_ms, ttft_any_ms, last_token_ms, e2e_ms, output_chunks, output_tokens, conn_reused, protocol, study";
-
-/// One exported sample, with the record's field names (ARCHITECTURE.md, "What each number means").
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct ExportRow {
-    pub run_id: String,
-    pub index: i64,
+/// A stored run and which of its samples an export takes.
+#[derive(Debug, Clone)]
+pub struct ExportRun {
+    pub run: Run,
     pub received_at_ms: i64,
-    pub phase: String,
-    pub concurrency: i64,
-    pub scenario: Option<String>,
-    pub target_label: String,
-    pub target_version: Option<String>,
-    pub target_demo: bool,
-    pub network: String,
-    pub effective_type: Option<String>,
-    pub browser: Option<String>,
-    pub os: Option<String>,
-    pub mobile: Option<bool>,
-    pub status: i64,
-    pub error: Option<String>,
-    pub headers_ms: Option<f64>,
-    pub ttfb_ms: Option<f64>,
-    pub ttft_ms: Option<f64>,
-    pub ttft_any_ms: Option<f64>,
-    pub last_token_ms: Option<f64>,
-    pub e2e_ms: Option<f64>,
-    pub output_chunks: i64,
-    pub output_tokens: Option<i64>,
-    pub conn_reused: Option<bool>,
-    pub protocol: Option<String>,
-    /// The share link's study id.
-    pub study: Option<String>,
+    /// The matching samples' indexes, ascending.
+    pub indexes: Vec<u32>,
+}
+
+impl ExportRun {
+    /// The matching samples as core's rows, in index order.
+    pub fn lines(&self) -> impl Iterator<Item = Line<'_>> {
+        self.run
+            .samples
+            .iter()
+            .filter(|s| self.indexes.binary_search(&s.index).is_ok())
+            .map(|sample| Line {
+                run: &self.run,
+                sample,
+                received_at_ms: Some(self.received_at_ms),
+            })
+    }
 }
 
 /// 32 random bytes as hex: a delete token.

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
+use firsttoken_core::export::{self, Line, Value};
 use firsttoken_core::{Run, Sample};
 use sqlx::QueryBuilder;
 use tokio::sync::{Mutex, mpsc, oneshot};
@@ -42,10 +43,9 @@ const POSTGRES_WRITERS: usize = 4;
 /// statements per connection, and a SQLite statement inserting a thousand rows of 33
 /// values is about a megabyte of program: kept, they held hundreds of megabytes.
 ///
-/// Bound parameters per sample row, and how many rows one INSERT may carry (SQLite allows
-/// 32766 parameters per statement, PostgreSQL 65535).
-const SAMPLE_COLUMNS: usize = 33;
-const SAMPLES_PER_INSERT: usize = 32_766 / SAMPLE_COLUMNS;
+/// How many sample rows one INSERT may carry: a bound parameter per stored column (core's
+/// `export::COLUMNS`), and SQLite allows 32766 per statement (PostgreSQL 65535).
+const SAMPLES_PER_INSERT: usize = 32_766 / export::STORED_COUNT;
 
 /// A run ready to store, with everything the writer needs.
 #[derive(Debug)]
@@ -264,51 +264,29 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             .filter(|u| created.contains(&u.run.run_id))
             .flat_map(|u| u.run.samples.iter().map(move |s| (*u, s)))
             .collect();
+        // The stored columns and their values come from core's one definition of a row.
+        let columns: Vec<&str> = export::stored_columns()
+            .filter_map(|c| c.stored_as)
+            .collect();
+        let into = format!("INSERT INTO samples ({}) ", columns.join(", "));
         for chunk in rows.chunks(SAMPLES_PER_INSERT) {
-            let mut insert = QueryBuilder::new(
-                "INSERT INTO samples (run_id, idx, received_at_ms, phase, concurrency, batch, idle_ms, \
-                 scenario, target, target_label, target_version, target_demo, network, effective_type, \
-                 browser, os, mobile, start_ms, status, error, headers_ms, ttfb_ms, ttft_ms, ttft_any_ms, \
-                 last_token_ms, e2e_ms, output_chunks, input_tokens, output_tokens, conn_reused, \
-                 protocol, hidden, study) ",
-            );
+            let mut insert = QueryBuilder::new(&into);
             insert.push_values(chunk, |mut row, (u, s)| {
-                let run = &u.run;
-                let target = run.target_of(s);
-                let usage = s.usage.unwrap_or_default();
-                row.push_bind(run.run_id.as_str())
-                    .push_bind(i64::from(s.index))
-                    .push_bind(u.received_at_ms)
-                    .push_bind(s.phase.name())
-                    .push_bind(i64::from(s.concurrency))
-                    .push_bind(s.batch.map(i64::from))
-                    .push_bind(s.idle_ms.map(i64::from))
-                    .push_bind(s.scenario.as_deref())
-                    .push_bind(i64::from(s.target))
-                    .push_bind(target.label.as_str())
-                    .push_bind(target.version.as_deref())
-                    .push_bind(target.demo)
-                    .push_bind(run.client.network.name())
-                    .push_bind(run.client.effective_type.as_deref())
-                    .push_bind(run.client.browser.as_deref())
-                    .push_bind(run.client.os.as_deref())
-                    .push_bind(run.client.mobile)
-                    .push_bind(s.start_ms)
-                    .push_bind(i64::from(s.status))
-                    .push_bind(s.error.map(|e| e.name()))
-                    .push_bind(s.headers_ms)
-                    .push_bind(s.ttfb_ms)
-                    .push_bind(s.ttft_ms)
-                    .push_bind(s.ttft_any_ms)
-                    .push_bind(s.last_token_ms)
-                    .push_bind(s.e2e_ms)
-                    .push_bind(i64::from(s.output_chunks))
-                    .push_bind(usage.input_tokens.map(|t| t as i64))
-                    .push_bind(usage.output_tokens.map(|t| t as i64))
-                    .push_bind(s.conn.as_ref().and_then(|c| c.reused))
-                    .push_bind(s.conn.as_ref().and_then(|c| c.protocol.as_deref()))
-                    .push_bind(s.hidden)
-                    .push_bind(run.study_id.as_deref());
+                let line = Line {
+                    run: &u.run,
+                    sample: s,
+                    received_at_ms: Some(u.received_at_ms),
+                };
+                for column in export::stored_columns() {
+                    match column.value(&line) {
+                        Value::Text(text) => row.push_bind(text),
+                        Value::Int(n) => row.push_bind(n),
+                        Value::Real(x) => row.push_bind(x),
+                        Value::Bool(b) => row.push_bind(b),
+                        // core's tests keep lists out of the stored columns.
+                        Value::Reals(_) => unreachable!("{} is a list", column.name),
+                    };
+                }
             });
             insert
                 .build()

@@ -43,6 +43,19 @@ async fn export_streams_every_matching_sample_as_ndjson_and_csv() {
         );
         assert_eq!(rows[0]["ttft_ms"], 306.2);
         assert_eq!(rows[0]["phase"], "steady");
+        // Columns the samples table does not hold come from the stored record.
+        assert_eq!(rows[0]["itl_ms"], serde_json::json!([25.3, 24.8, 25.1]));
+        assert_eq!(rows[1]["error"], "http");
+        assert!(rows[1]["error_message"].is_string(), "{}", rows[1]);
+        assert!(rows[0]["received_at_ms"].as_i64().is_some_and(|t| t > 0));
+        let names: Vec<&str> = firsttoken_core::export::COLUMNS
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(
+            rows[0].as_object().expect("an object").keys().count(),
+            names.len()
+        );
 
         let csv = admin(app.get("/api/v1/export?format=csv&include_demo=true"))
             .send()
@@ -50,7 +63,11 @@ async fn export_streams_every_matching_sample_as_ndjson_and_csv() {
             .text();
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 1 + 9, "{}: a header and nine samples", t.name);
-        assert!(lines[0].starts_with("run_id,index,received_at_ms,phase"));
+        // One CSV format everywhere: the page's download has the same header.
+        assert_eq!(
+            format!("{}\n", lines[0]),
+            firsttoken_core::export::csv_header()
+        );
         assert!(
             csv.contains("\"staging, \"\"blue\"\"\""),
             "{}: quoted: {csv}",
@@ -62,6 +79,26 @@ async fn export_streams_every_matching_sample_as_ndjson_and_csv() {
             .await
             .text();
         assert_eq!(filtered.lines().count(), 3, "{}", t.name);
+
+        // A filter on a sample's own field takes only those samples of a run.
+        upload(&app, 4, |r| {
+            r["targets"][0]["scenarios"] = serde_json::json!(["default", "long"]);
+            r["samples"][1]["scenario"] = Value::String("long".into());
+        })
+        .await;
+        let long = admin(app.get("/api/v1/export?scenario=long&include_demo=true"))
+            .send()
+            .await
+            .text();
+        let rows: Vec<Value> = long
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect();
+        assert_eq!(rows.len(), 1, "{}: {long}", t.name);
+        assert_eq!(
+            (&rows[0]["index"], &rows[0]["scenario"]),
+            (&Value::from(1), &Value::from("long"))
+        );
         t.cleanup().await;
     }
 }

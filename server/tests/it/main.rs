@@ -8,6 +8,7 @@ mod common;
 mod access;
 mod admin;
 mod budgets;
+mod columns;
 mod demo;
 mod group_commit;
 mod instances;
