@@ -24,8 +24,12 @@ const IN_BROWSER: [(&str, &str); 2] = [
     ("engine_bias", "the engine's bias on loopback"),
 ];
 /// The collector's benchmarks are examples of the server crate, built for release.
-const COLLECTOR: [(&str, &str); 2] = [
+const COLLECTOR: [(&str, &str); 3] = [
     ("load", "the collector under load (release build)"),
+    (
+        "ingest_cost",
+        "what one upload costs the collector in CPU, stage by stage (release build)",
+    ),
     (
         "attack",
         "the collector under attack (release build, the server in a process of its own)",
