@@ -1,6 +1,7 @@
 //! Loads the collector on loopback and prints figures (never assertions): uploads per
 //! second and upload latency for 100-sample runs from concurrent clients, on SQLite and on
-//! PostgreSQL, then the summary's latency over 1,000,000 stored samples.
+//! PostgreSQL, then the summary's latency over 1,000,000 stored samples (or as many as
+//! FIRSTTOKEN_STORED_SAMPLES says).
 //!
 //! Run with `cargo xtask bench` (release build). PostgreSQL is
 //! `postgres://postgres@127.0.0.1:5432/test` unless FIRSTTOKEN_TEST_POSTGRES says otherwise;
@@ -20,7 +21,15 @@ mod support;
 use support::{fill, template, varied};
 
 const CLIENTS: usize = 16;
-const STORED_SAMPLES: u64 = 1_000_000;
+
+/// How many samples the summaries read (FIRSTTOKEN_STORED_SAMPLES overrides, to see how
+/// summaries grow with the data).
+fn stored_samples() -> u64 {
+    std::env::var("FIRSTTOKEN_STORED_SAMPLES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000)
+}
 
 /// How long each backend is loaded (FIRSTTOKEN_LOAD_SECONDS overrides, for a quick look).
 fn upload_seconds() -> u64 {
@@ -73,13 +82,14 @@ async fn main() -> anyhow::Result<()> {
         );
     }
 
-    println!("\nSummaries over {STORED_SAMPLES} stored samples (median of 5 requests each)\n");
+    let stored = stored_samples();
+    println!("\nSummaries over {stored} stored samples (median of 5 requests each)\n");
     println!(
         "{:<12} {:<44} {:>7} {:>8}",
         "database", "summary", "groups", "ms"
     );
     for (name, db, _) in &backends {
-        fill(db, &template, STORED_SAMPLES).await?;
+        fill(db, &template, stored).await?;
         println!(
             "  ({name} stores {:.0} bytes per sample, run records and indexes included)",
             bytes_per_sample(db).await?
