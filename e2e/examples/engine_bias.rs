@@ -38,15 +38,16 @@ use anyhow::{Context, bail};
 use firsttoken_core::plan::{HTTP1_CONNECTIONS_PER_HOST, PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, percentile};
-use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP, Engine};
 use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
+use firsttoken_e2e::{TestServer, bench_setting};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
 
-/// Requests per reader and level, in `BLOCKS` turns of whole batches. A p99 is read off
-/// the largest 1% of the values: 1,000 leave ten of them, where 400 left four and one
-/// slow request moved the p99 by a millisecond.
+/// Requests per reader and level in Chromium, in `BLOCKS` turns of whole batches. A p99
+/// is read off the largest 1% of the values: 1,000 leave ten of them, where 400 left four
+/// and one slow request moved the p99 by a millisecond. At 10 at once ten is one batch,
+/// so one pause still decides it: `FIRSTTOKEN_BENCH_REQUESTS` asks for more.
 const REQUESTS: u32 = 1000;
 const BLOCKS: u32 = 5;
 const KNOBS: &str = "first_token_ms=50&itl_ms=5&tokens=10";
@@ -167,45 +168,35 @@ const OTHER_LEVELS: [u32; 2] = [1, 3];
 /// The engines to measure: all three, unless `FIRSTTOKEN_BENCH_ENGINES` names some
 /// (`FIRSTTOKEN_BENCH_ENGINES=firefox,webkit`), for a quicker rerun of part of the table.
 fn engines() -> anyhow::Result<Vec<Engine>> {
-    let Ok(names) = std::env::var("FIRSTTOKEN_BENCH_ENGINES") else {
-        return Ok(Engine::ALL.to_vec());
-    };
-    names
-        .split(',')
-        .map(|name| {
-            Engine::ALL
-                .into_iter()
-                .find(|e| e.name() == name.trim())
-                .with_context(|| {
-                    format!(
-                        "FIRSTTOKEN_BENCH_ENGINES: no engine {name:?} (chromium, firefox, webkit)"
-                    )
-                })
-        })
-        .collect()
+    bench_setting("FIRSTTOKEN_BENCH_ENGINES", Engine::ALL.to_vec(), |names| {
+        let engine = |name: &str| Engine::ALL.into_iter().find(|e| e.name() == name.trim());
+        let known = |n: &str| format!("no engine {n:?} (chromium, firefox, webkit)");
+        names
+            .split(',')
+            .map(|n| engine(n).with_context(|| known(n)))
+            .collect()
+    })
 }
 
 /// Chromium's levels: all of [`LEVELS`], unless `FIRSTTOKEN_BENCH_LEVELS` names some
 /// (`FIRSTTOKEN_BENCH_LEVELS=3`); with it set, the busy-main-thread cases are left out.
 fn levels() -> anyhow::Result<Vec<u32>> {
-    let Ok(list) = std::env::var("FIRSTTOKEN_BENCH_LEVELS") else {
-        return Ok(LEVELS.to_vec());
-    };
-    list.split(',')
-        .map(|level| {
-            let level: u32 = level
-                .trim()
-                .parse()
-                .ok()
-                .filter(|l| LEVELS.contains(l))
-                .with_context(|| {
-                    format!(
-                        "FIRSTTOKEN_BENCH_LEVELS: {level:?} is not one of the levels {LEVELS:?}"
-                    )
-                })?;
-            Ok(level)
-        })
-        .collect()
+    bench_setting("FIRSTTOKEN_BENCH_LEVELS", LEVELS.to_vec(), |list| {
+        let level = |l: &str| l.trim().parse().ok().filter(|l| LEVELS.contains(l));
+        let known = |l: &str| format!("{l:?} is not one of the levels {LEVELS:?}");
+        list.split(',')
+            .map(|l| level(l).with_context(|| known(l)))
+            .collect()
+    })
+}
+
+/// Chromium's requests per reader and level: [`REQUESTS`], unless
+/// `FIRSTTOKEN_BENCH_REQUESTS` says how many (at least 100).
+fn requests() -> anyhow::Result<u32> {
+    bench_setting("FIRSTTOKEN_BENCH_REQUESTS", REQUESTS, |text| {
+        let n = text.trim().parse().ok().filter(|n| *n >= 100);
+        n.context("a whole number of at least 100")
+    })
 }
 
 #[tokio::main]
@@ -250,6 +241,7 @@ async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
     ];
     let mut cases = Vec::new();
     let levels = levels()?;
+    let requests = requests()?;
     for &level in &levels {
         // The target: the demo, over HTTP/2 above six at once.
         let target = if level > HTTP1_CONNECTIONS_PER_HOST {
@@ -259,7 +251,7 @@ async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
         };
         let turns = Turns {
             level,
-            requests: REQUESTS,
+            requests,
             blocks: BLOCKS,
         };
         cases.extend(take_turns(server, &browser, &target, &readers, turns).await?);

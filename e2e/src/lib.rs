@@ -43,6 +43,19 @@ pub fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
+/// A benchmark's setting from the environment: `default` when the variable `name` is
+/// unset, else what `read` makes of its value; an error names the variable and the value.
+pub fn bench_setting<T>(
+    name: &str,
+    default: T,
+    read: impl FnOnce(&str) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    match std::env::var(name) {
+        Err(_) => Ok(default),
+        Ok(text) => read(&text).with_context(|| format!("{name}={text:?}")),
+    }
+}
+
 /// Where the tests save screenshots of each state, for a person to look at.
 pub fn screenshot_dir() -> PathBuf {
     workspace_root().join("target/e2e-screenshots")

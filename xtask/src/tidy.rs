@@ -15,7 +15,7 @@ const MAX_LINES: usize = 600;
 /// Files already past [`MAX_LINES`], each with the size it may not grow beyond. The list
 /// may only shrink: a file that comes back under the limit must leave it (the check says
 /// so), and no file joins it.
-const TOO_LONG_FOR_NOW: [(&str, usize); 1] = [("e2e/examples/engine_bias.rs", 667)];
+const TOO_LONG_FOR_NOW: [(&str, usize); 1] = [("e2e/examples/engine_bias.rs", 659)];
 
 /// Folders never looked into: build output, tools' caches, the built app.
 const SKIPPED: [&str; 5] = ["target", ".git", "node_modules", "dist", ".cargo"];
