@@ -15,18 +15,15 @@
 //! PostgreSQL is `postgres://postgres@127.0.0.1:5432/test` unless FIRSTTOKEN_TEST_POSTGRES
 //! says otherwise; it works in a schema of its own and drops it.
 
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use firsttoken_core::Run;
 use firsttoken_server::Db;
 use firsttoken_server::db::sha256_hex;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
-#[allow(dead_code)] // `fill` is for the other benchmarks
 mod support;
-use support::{template, varied};
+use support::{drop_schema, postgres, postgres_url, template, varied};
 
 /// Uploads per stage: enough for a few seconds of each.
 const RUNS: u64 = 3_000;
@@ -89,9 +86,8 @@ async fn main() -> anyhow::Result<()> {
     );
     let sqlite_total = before_storing + cpu;
 
-    let pg_url = std::env::var("FIRSTTOKEN_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let pg_total = match postgres(&pg_url).await {
+    let pg_url = postgres_url();
+    let pg_total = match postgres(&pg_url, "ft_cost").await {
         Ok((db, schema)) => {
             let postgres_before = postgres_cpu_seconds();
             let (cpu, wall) = store(&db, &runs, &records).await?;
@@ -212,30 +208,4 @@ fn postgres_cpu_seconds() -> f64 {
         })
         .filter_map(|pid| process_cpu_seconds(pid).ok())
         .sum()
-}
-
-/// A fresh schema on PostgreSQL.
-async fn postgres(url: &str) -> anyhow::Result<(Db, String)> {
-    let base = PgConnectOptions::from_str(url)?;
-    let admin = PgPoolOptions::new()
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_with(base.clone())
-        .await
-        .with_context(|| format!("cannot connect to {url}"))?;
-    let schema = format!("ft_cost_{}", std::process::id());
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&admin)
-        .await?;
-    let db = Db::connect_postgres(base.options([("search_path", schema.as_str())])).await?;
-    Ok((db, schema))
-}
-
-async fn drop_schema(url: &str, schema: &str) -> anyhow::Result<()> {
-    let pool = PgPoolOptions::new()
-        .connect_with(PgConnectOptions::from_str(url)?)
-        .await?;
-    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-        .execute(&pool)
-        .await?;
-    Ok(())
 }

@@ -8,17 +8,14 @@
 //! the benchmark works in a schema of its own and drops it.
 
 use std::collections::BTreeMap;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use firsttoken_core::Run;
 use firsttoken_core::stats::percentile;
 use firsttoken_server::{AppState, Config, Db, serve as serve_app};
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 mod support;
-use support::{fill, template, varied};
+use support::{drop_schema, fill, postgres, postgres_url, template, varied};
 
 const CLIENTS: usize = 16;
 
@@ -46,9 +43,8 @@ async fn main() -> anyhow::Result<()> {
     let sqlite_url = format!("sqlite://{}", sqlite_dir.path().join("load.db").display());
     let mut backends: Vec<(&str, Db, Option<String>)> =
         vec![("SQLite", Db::connect(&sqlite_url).await?, None)];
-    let pg_url = std::env::var("FIRSTTOKEN_TEST_POSTGRES")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    match postgres(&pg_url).await {
+    let pg_url = postgres_url();
+    match postgres(&pg_url, "ft_bench").await {
         Ok((db, schema)) => backends.push(("PostgreSQL", db, Some(schema))),
         Err(e) => println!("PostgreSQL left out: {e:#}"),
     }
@@ -129,34 +125,10 @@ async fn main() -> anyhow::Result<()> {
 
     for (_, _, schema) in backends {
         if let Some(schema) = schema {
-            let pool = PgPoolOptions::new()
-                .connect_with(PgConnectOptions::from_str(&pg_url)?)
-                .await?;
-            sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-                .execute(&pool)
-                .await?;
+            drop_schema(&pg_url, &schema).await?;
         }
     }
     Ok(())
-}
-
-/// A fresh schema on PostgreSQL.
-async fn postgres(url: &str) -> anyhow::Result<(Db, String)> {
-    let base = PgConnectOptions::from_str(url)?;
-    let admin = PgPoolOptions::new()
-        .acquire_timeout(Duration::from_secs(5))
-        .connect_with(base.clone())
-        .await
-        .with_context(|| format!("cannot connect to {url}"))?;
-    let schema = format!("ft_bench_{}", std::process::id());
-    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-        .execute(&admin)
-        .await?;
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(&admin)
-        .await?;
-    let db = Db::connect_postgres(base.options([("search_path", schema.as_str())])).await?;
-    Ok((db, schema))
 }
 
 async fn serve(db: &Db) -> anyhow::Result<std::net::SocketAddr> {

@@ -36,15 +36,7 @@ fn all(steps: &mut Steps) -> anyhow::Result<()> {
     })?;
     steps.step(
         "clippy and build, native: every target, warnings denied",
-        || {
-            shell::run(linted_cargo().args([
-                "test",
-                "--workspace",
-                "--all-targets",
-                "--all-features",
-                "--no-run",
-            ]))
-        },
+        build_native,
     )?;
     steps.step(
         "clippy and build, the app for wasm32: every target, warnings denied",
@@ -91,20 +83,25 @@ fn linted_cargo() -> Command {
     cargo
 }
 
-/// The wasm-bindgen tests in `tests/`, run by wasm-bindgen-test-runner in headless
-/// Chromium (flags from `webdriver.json`), against a real server this starts first.
-fn browser_tests() -> anyhow::Result<()> {
-    // The server binary the native test build made (cargo puts the binaries integration
-    // tests may run in target/debug/): the same command again is a no-op after that step
-    // and a build when this runs alone. `cargo build --bin` would not do: without the
-    // dev-dependencies' features it builds tokio and the rest a second time.
+/// Every native target of the workspace, linted, with the tests' features.
+fn build_native() -> anyhow::Result<()> {
     shell::run(linted_cargo().args([
         "test",
         "--workspace",
         "--all-targets",
         "--all-features",
         "--no-run",
-    ]))?;
+    ]))
+}
+
+/// The wasm-bindgen tests in `tests/`, run by wasm-bindgen-test-runner in headless
+/// Chromium (flags from `webdriver.json`), against a real server this starts first.
+fn browser_tests() -> anyhow::Result<()> {
+    // The server binary the native test build made (cargo puts the binaries integration
+    // tests may run in target/debug/): a no-op after that step, a build when this runs
+    // alone. `cargo build --bin` would not do: without the dev-dependencies' features it
+    // builds tokio and the rest a second time.
+    build_native()?;
     let server = ServerProcess::start()?;
     println!("  test server: {}", server.url);
     shell::run(

@@ -1,7 +1,12 @@
-//! What the collector benchmarks share: runs that look like a crowd's, and a database
-//! filled with them.
+//! What the collector benchmarks share: runs that look like a crowd's, a database filled
+//! with them, and a PostgreSQL schema of their own.
+#![allow(dead_code)] // each benchmark uses part of this
 
-use std::time::Instant;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::NetworkLabel;
@@ -88,5 +93,42 @@ pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
         db.backend(),
         start.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// PostgreSQL at FIRSTTOKEN_TEST_POSTGRES, or the local test database.
+pub fn postgres_url() -> String {
+    std::env::var("FIRSTTOKEN_TEST_POSTGRES")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A fresh schema on PostgreSQL, named `{prefix}_{process id}`, and the collector's
+/// database in it.
+pub async fn postgres(url: &str, prefix: &str) -> anyhow::Result<(Db, String)> {
+    let base = PgConnectOptions::from_str(url)?;
+    let admin = PgPoolOptions::new()
+        .acquire_timeout(Duration::from_secs(5))
+        .connect_with(base.clone())
+        .await
+        .with_context(|| format!("cannot connect to {url}"))?;
+    let schema = format!("{prefix}_{}", std::process::id());
+    sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .execute(&admin)
+        .await?;
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&admin)
+        .await?;
+    let db = Db::connect_postgres(base.options([("search_path", schema.as_str())])).await?;
+    Ok((db, schema))
+}
+
+/// Drops what [`postgres`] made.
+pub async fn drop_schema(url: &str, schema: &str) -> anyhow::Result<()> {
+    let pool = PgPoolOptions::new()
+        .connect_with(PgConnectOptions::from_str(url)?)
+        .await?;
+    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&pool)
+        .await?;
     Ok(())
 }
