@@ -12,11 +12,6 @@ use anyhow::bail;
 /// Lines of code a source file may hold before it should be split along its seams.
 const MAX_LINES: usize = 600;
 
-/// Files already past [`MAX_LINES`], each with the size it may not grow beyond. The list
-/// may only shrink: a file that comes back under the limit must leave it (the check says
-/// so), and no file joins it.
-const TOO_LONG_FOR_NOW: [(&str, usize); 1] = [("e2e/examples/engine_bias.rs", 659)];
-
 /// Folders never looked into: build output, tools' caches, the built app.
 const SKIPPED: [&str; 5] = ["target", ".git", "node_modules", "dist", ".cargo"];
 
@@ -107,27 +102,11 @@ fn check_rust(path: &str, text: &str, problems: &mut String) {
         .unwrap_or_default()
         .lines()
         .count();
-    match TOO_LONG_FOR_NOW.iter().find(|(p, _)| *p == path) {
-        Some((_, ceiling)) if code > *ceiling => {
-            let _ = writeln!(
-                problems,
-                "{path}: {code} lines of code, more than the {ceiling} it had when it was listed as too long: split it rather than grow it"
-            );
-        }
-        Some(_) if code <= MAX_LINES => {
-            let _ = writeln!(
-                problems,
-                "{path}: now {code} lines, within {MAX_LINES}: take it off TOO_LONG_FOR_NOW in xtask/src/tidy.rs"
-            );
-        }
-        Some(_) => {}
-        None if code > MAX_LINES => {
-            let _ = writeln!(
-                problems,
-                "{path}: {code} lines of code, more than {MAX_LINES}: split it along its seams"
-            );
-        }
-        None => {}
+    if code > MAX_LINES {
+        let _ = writeln!(
+            problems,
+            "{path}: {code} lines of code, more than {MAX_LINES}: split it along its seams"
+        );
     }
 }
 
@@ -208,17 +187,12 @@ mod tests {
     }
 
     #[test]
-    fn long_files_are_refused_and_the_list_only_shrinks() {
+    fn long_files_are_refused() {
         let long = format!("//! A thing.\n{}", "fn a() {}\n".repeat(MAX_LINES + 1));
         assert!(problems("made/up/new.rs", &long).contains("more than 600"));
         // Tests are not counted: in a test module, or in a tests folder.
         let tested = format!("//! A thing.\n#[cfg(test)]\n{}", "fn a() {}\n".repeat(700));
         assert!(problems("made/up/new.rs", &tested).is_empty());
         assert!(problems("made/up/tests/x.rs", &long).is_empty());
-        // A listed file may not grow, and must leave the list once it fits.
-        let (listed, ceiling) = TOO_LONG_FOR_NOW[0];
-        let grown = format!("//! A thing.\n{}", "fn a() {}\n".repeat(ceiling));
-        assert!(problems(listed, &grown).contains("split it rather than grow it"));
-        assert!(problems(listed, "//! A thing.\n").contains("take it off"));
     }
 }

@@ -37,12 +37,13 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use firsttoken_core::plan::{HTTP1_CONNECTIONS_PER_HOST, PhasePlan, Plan};
 use firsttoken_core::share::Study;
-use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, percentile};
 use firsttoken_e2e::browser::{Browser, DESKTOP, Engine};
 use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
 use firsttoken_e2e::{TestServer, bench_setting};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
+
+mod report;
 
 /// Requests per reader and level in Chromium, in `BLOCKS` turns of whole batches. A p99
 /// is read off the largest 1% of the values: 1,000 leave ten of them, where 400 left four
@@ -54,6 +55,9 @@ const KNOBS: &str = "first_token_ms=50&itl_ms=5&tokens=10";
 /// The concurrency levels. Above six at once they go over HTTP/2: over HTTP/1.1 the
 /// browser would queue the seventh request, and that would measure the queue.
 const LEVELS: [u32; 4] = [1, 3, 5, 10];
+/// The first requests of each block, looked at apart: they run on code that has just
+/// been loaded.
+const WARMING: u32 = 100;
 /// Requests per case of the busy-main-thread comparison.
 const BUSY_REQUESTS: u32 = 100;
 
@@ -210,7 +214,7 @@ async fn main() -> anyhow::Result<()> {
             cases.extend(other_engine(&server, engine).await?);
         }
     }
-    report(&cases);
+    report::report(&cases);
     Ok(())
 }
 
@@ -231,7 +235,14 @@ async fn long_scripts(browser: &Browser) -> anyhow::Result<()> {
 /// main thread.
 async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
     let h2 = TlsServer::start(server.state()).await?;
-    let browser = Browser::start_with(DESKTOP, &[ACCEPT_SELF_SIGNED]).await?;
+    // More Chromium flags for a diagnosis, space-separated
+    // (`FIRSTTOKEN_BENCH_CHROMIUM_FLAGS="--js-flags=--no-liftoff"`).
+    let extra = bench_setting("FIRSTTOKEN_BENCH_CHROMIUM_FLAGS", String::new(), |text| {
+        Ok(text.to_owned())
+    })?;
+    let mut flags = vec![ACCEPT_SELF_SIGNED];
+    flags.extend(extra.split_whitespace());
+    let browser = Browser::start_with(DESKTOP, &flags).await?;
     long_scripts(&browser).await?;
     let readers = [
         Reader::JsOnPage,
@@ -337,129 +348,6 @@ async fn take_turns(
     }
     Ok(cases)
 }
-
-fn report(cases: &[Case]) {
-    println!(
-        "\nBias on loopback: browser TTFT minus the demo server's own time to write the first token\n\
-         (demo {KNOBS}; one run, readers taking turns in blocks per level: {BLOCKS} in Chromium, \
-         {OTHER_BLOCKS} in Firefox and WebKit)\n"
-    );
-    println!(
-        "{:<8} {:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>15} {:>5}",
-        "engine",
-        "at once",
-        "reader",
-        "samples",
-        "median ms",
-        "p99 ms",
-        "vs JS on page ms",
-        "vs JS worker ms",
-        "timer late p99",
-        "conns"
-    );
-    for case in cases {
-        let median = percentile(&case.bias, 50.0).unwrap_or(f64::NAN);
-        let p99 = percentile(&case.bias, 99.0).unwrap_or(f64::NAN);
-        let against = |reference: Reader| {
-            let r = case.beside(cases, reference)?;
-            (r.reader != case.reader).then(|| {
-                format!(
-                    "{:+.2} / {:+.2}",
-                    median - percentile(&r.bias, 50.0).unwrap_or(f64::NAN),
-                    p99 - percentile(&r.bias, 99.0).unwrap_or(f64::NAN)
-                )
-            })
-        };
-        let name = if case.busy {
-            format!("{}, main thread busy", case.reader.name())
-        } else {
-            case.reader.name().to_owned()
-        };
-        println!(
-            "{:<8} {:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5}",
-            case.engine.name(),
-            case.level,
-            name,
-            case.bias.len(),
-            median,
-            p99,
-            against(Reader::JsOnPage).unwrap_or_else(|| "—".into()),
-            against(Reader::JsInWorker).unwrap_or_else(|| "—".into()),
-            case.timer_p99
-                .iter()
-                .copied()
-                .reduce(f64::max)
-                .map_or("—".to_owned(), |t| format!("{t:.1}")),
-            case.connections,
-        );
-    }
-    println!(
-        "\nDifferences with 95% bootstrap intervals (each case's values resampled on their own):\n"
-    );
-    println!(
-        "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
-        "engine",
-        "at once",
-        "reader",
-        "median vs JS on page",
-        "p99 vs JS on page",
-        "median vs JS in worker",
-        "p99 vs JS in worker"
-    );
-    for case in cases
-        .iter()
-        .filter(|c| matches!(c.reader, Reader::Still | Reader::Charts | Reader::Page))
-    {
-        let cell = |reference: Reader, p: f64| {
-            case.beside(cases, reference).map_or("—".to_owned(), |r| {
-                let (value, low, high) = difference_ci(&case.bias, &r.bias, p);
-                format!("{value:+.2} [{low:+.2}, {high:+.2}]")
-            })
-        };
-        let name = if case.busy {
-            format!("{}, main thread busy", case.reader.name())
-        } else {
-            case.reader.name().to_owned()
-        };
-        println!(
-            "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
-            case.engine.name(),
-            case.level,
-            name,
-            cell(Reader::JsOnPage, 50.0),
-            cell(Reader::JsOnPage, 99.0),
-            cell(Reader::JsInWorker, 50.0),
-            cell(Reader::JsInWorker, 99.0),
-        );
-    }
-    println!("\nThe slowest 1% of each case: value ms (block, place in the block)\n");
-    for case in cases {
-        let mut order: Vec<usize> = (0..case.bias.len()).collect();
-        order.sort_by(|&a, &b| case.bias[b].total_cmp(&case.bias[a]));
-        let slowest: Vec<String> = order
-            .iter()
-            .take(case.bias.len().div_ceil(100))
-            .map(|&i| {
-                let (block, place) = case.positions[i];
-                format!("{:.1} ({block}, {place})", case.bias[i])
-            })
-            .collect();
-        println!(
-            "{:<8} {:>3} {:<41} {}",
-            case.engine.name(),
-            case.level,
-            case.reader.name(),
-            slowest.join("  ")
-        );
-    }
-    println!(
-        "\n\"vs JS\": median / p99 minus the JS reader's at the same level (busy against busy).\n\
-         Level 10: HTTP/2 over TLS (one connection); the others: HTTP/1.1.\n\
-         \"timer late p99\": the engine's own 100 ms timer, the worst block's p99.\n\
-         \"conns\": TCP connections the server accepted during the case, page loads included."
-    );
-}
-
 impl Case {
     fn new(engine: Engine, level: u32, reader: Reader, busy: bool) -> Self {
         Self {
@@ -473,35 +361,6 @@ impl Case {
             connections: 0,
         }
     }
-
-    /// The case `reference` stands beside: same engine, level and load.
-    fn beside<'a>(&self, cases: &'a [Case], reference: Reader) -> Option<&'a Case> {
-        cases.iter().find(|c| {
-            c.engine == self.engine
-                && c.level == self.level
-                && c.busy == self.busy
-                && c.reader == reference
-        })
-    }
-}
-
-/// `p`-th percentile of `a` minus that of `b`, with a 95% percentile-bootstrap interval
-/// drawn by resampling each of them on its own.
-fn difference_ci(a: &[f64], b: &[f64], p: f64) -> (f64, f64, f64) {
-    let value = percentile(a, p).unwrap_or(f64::NAN) - percentile(b, p).unwrap_or(f64::NAN);
-    let mut rng = SplitMix64::new(BOOTSTRAP_SEED);
-    let mut resample = |values: &[f64]| -> f64 {
-        let drawn: Vec<f64> = (0..values.len())
-            .map(|_| values[rng.below(values.len())])
-            .collect();
-        percentile(&drawn, p).unwrap_or(f64::NAN)
-    };
-    let differences: Vec<f64> = (0..2000).map(|_| resample(a) - resample(b)).collect();
-    (
-        value,
-        percentile(&differences, 2.5).unwrap_or(f64::NAN),
-        percentile(&differences, 97.5).unwrap_or(f64::NAN),
-    )
 }
 
 /// Measures one block of `requests` to `target` for `case` and adds it to the case.
