@@ -402,6 +402,44 @@ impl Browser {
         }
     }
 
+    /// Waits until the text of `selector` starts with `prefix`, and returns it, without
+    /// polling: one script watches the element from inside the page and answers once.
+    /// [`Browser::wait_for_text`] asks the browser twice every 50 ms, and each question
+    /// takes the page's main thread, the browser's and the driver's: a benchmark that
+    /// polls measures its own questions (`engine_bias` did: 1,373 DevTools messages on the
+    /// page during one block). The script may run as long as the session's script timeout.
+    pub async fn wait_for_text_quietly(
+        &self,
+        selector: &str,
+        prefix: &str,
+    ) -> anyhow::Result<String> {
+        const WATCH: &str = r#"
+const [selector, prefix, done] = arguments;
+const settled = () => {
+  const element = document.querySelector(selector);
+  const text = element ? element.textContent : '';
+  if (!text.startsWith(prefix)) return false;
+  done(text);
+  return true;
+};
+if (!settled()) {
+  const observer = new MutationObserver(() => { if (settled()) observer.disconnect(); });
+  observer.observe(document.body, {subtree: true, childList: true, characterData: true});
+}
+"#;
+        let text = self
+            .driver
+            .execute_async(WATCH, vec![json!(selector), json!(prefix)])
+            .await
+            .with_context(|| {
+                format!("waiting for the text of {selector} to start with {prefix:?}")
+            })?;
+        text.json()
+            .as_str()
+            .map(str::to_owned)
+            .with_context(|| format!("the text of {selector}, not {}", text.json()))
+    }
+
     /// Saves a screenshot of the whole page as `target/e2e-screenshots/{name}.png`
     /// (Chromium; the other engines save what the window shows, and their name goes in
     /// the file name: `{name}-firefox.png`).
