@@ -38,11 +38,7 @@ pub(super) fn report(cases: &[Case]) {
                 )
             })
         };
-        let name = if case.busy {
-            format!("{}, main thread busy", case.reader.name())
-        } else {
-            case.reader.name().to_owned()
-        };
+        let name = case.label();
         println!(
             "{:<8} {:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5}",
             case.engine.name(),
@@ -84,11 +80,7 @@ pub(super) fn report(cases: &[Case]) {
                 format!("{value:+.2} [{low:+.2}, {high:+.2}]")
             })
         };
-        let name = if case.busy {
-            format!("{}, main thread busy", case.reader.name())
-        } else {
-            case.reader.name().to_owned()
-        };
+        let name = case.label();
         println!(
             "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
             case.engine.name(),
@@ -160,6 +152,15 @@ pub(super) fn report(cases: &[Case]) {
 }
 
 impl Case {
+    /// The reader's name, and whether the page's main thread was kept busy.
+    fn label(&self) -> String {
+        if self.busy {
+            format!("{}, main thread busy", self.reader.name())
+        } else {
+            self.reader.name().to_owned()
+        }
+    }
+
     /// The case `reference` stands beside: same engine, level and load.
     fn beside<'a>(&self, cases: &'a [Case], reference: Reader) -> Option<&'a Case> {
         cases.iter().find(|c| {
