@@ -287,6 +287,18 @@ async fn a_retry_after_is_honoured_and_kept_out_of_every_latency() {
     assert!(gap >= 1_000.0, "the next request started {gap} ms later");
 }
 
+/// `Retry-After`'s other form, an HTTP date (2 s ahead, to the second): the wait is
+/// until then, between 1 and 2 s from when the demo answered.
+#[wasm_bindgen_test]
+async fn a_retry_after_date_is_honoured() {
+    let plan = Plan::steady(target("demo", demo("fault=http_429_date")), 2);
+    let (samples, _) = run(&plan).await;
+    let waited = samples[0].retry_wait_ms.expect("the demo asks for a date");
+    assert!((900.0..2_500.0).contains(&waited), "waited {waited} ms");
+    let gap = samples[1].start_ms - (samples[0].start_ms + samples[0].e2e_ms.expect("ended"));
+    assert!(gap >= 900.0, "the next request started {gap} ms later");
+}
+
 #[wasm_bindgen_test]
 async fn an_unreachable_target_is_a_network_failure_sample() {
     // Port 9 (discard) has nothing listening on the test machine.

@@ -593,6 +593,31 @@ pub fn paired_overhead(app: &[f64], direct: &[f64], seed: u64) -> Option<Estimat
 mod tests {
     use super::*;
 
+    /// Each percentile appears at exactly its minimum count: one value fewer, and it is
+    /// absent (p90 from 10 values, p95 from 20, p99 from 100).
+    #[test]
+    fn each_percentile_appears_at_its_minimum_count_and_not_one_value_before() {
+        let of = |n: usize| {
+            let values: Vec<f64> = (0..n).map(|i| i as f64).collect();
+            distribution(&values, BOOTSTRAP_SEED).expect("values")
+        };
+        assert_eq!(
+            (
+                min_values_for(90.0),
+                min_values_for(95.0),
+                min_values_for(99.0)
+            ),
+            (10, 20, 100)
+        );
+        assert!(of(9).p90.is_none() && of(10).p90.is_some());
+        assert!(of(19).p95.is_none() && of(20).p95.is_some());
+        assert!(of(99).p99.is_none() && of(100).p99.is_some());
+        assert!(
+            of(1).p90.is_none(),
+            "one value has a median and nothing more"
+        );
+    }
+
     /// Expected values computed with numpy 2.4.6: `np.percentile(a, p)` (method="linear").
     #[test]
     fn matches_numpy_linear() {

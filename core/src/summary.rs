@@ -433,6 +433,28 @@ mod tests {
         }
     }
 
+    /// A stream cut off before its end is a failure of its own class in the crowd's error
+    /// rates, and its TTFT (kept in the record) is not pooled with the answered requests'.
+    #[test]
+    fn cut_off_streams_are_rated_as_failures_and_their_ttft_is_not_pooled() {
+        let mut acc = Accumulator::default();
+        for i in 0..20 {
+            acc.add(row("wifi", &format!("r{}", i % 2), None, Some(500.0)));
+        }
+        acc.add(row("wifi", "r0", Some("truncated"), Some(50.0)));
+        acc.add(row("wifi", "r1", Some("truncated"), None));
+        let summary = acc.finish(&[Dimension::Network], 10);
+        let wifi = &summary.groups[0];
+        assert_eq!((wifi.samples, wifi.answered), (22, 20));
+        assert_eq!(wifi.errors["truncated"].count, 2);
+        assert!((wifi.error_rate - 2.0 / 22.0).abs() < 1e-12);
+        let ttft = wifi.ttft_ms.expect("20 answered");
+        assert_eq!(
+            ttft.p50.value, 500.0,
+            "the cut-off stream's 50 ms is not pooled"
+        );
+    }
+
     #[test]
     fn small_groups_say_so_and_errors_are_rated() {
         let mut acc = Accumulator::default();

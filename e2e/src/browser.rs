@@ -178,6 +178,11 @@ impl Browser {
         Self::start_with(viewport, &[]).await
     }
 
+    /// The driver's process id: the browser's processes descend from it.
+    pub fn driver_pid(&self) -> u32 {
+        self.process.0.id()
+    }
+
     /// [`Browser::start`] with more Chromium flags.
     pub async fn start_with(viewport: Viewport, flags: &[&str]) -> anyhow::Result<Self> {
         let port = free_port()?;

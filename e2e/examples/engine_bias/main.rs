@@ -24,7 +24,10 @@
 //! every protocol a beta user runs begins with one). The differences are printed with 95%
 //! bootstrap intervals, each case's slowest 1% with where in its block each fell (a p99 is
 //! decided by a handful of requests, and at several at once a pause of the browser delays
-//! a whole batch), and the p99 of each block.
+//! a whole batch), and the p99 of each block. Beside each block, what the machine did
+//! meanwhile ([`machine`]): whether a sleeper thread in this process woke late, and the
+//! CPU time of other programs and of the host. A slow stretch that came with the
+//! machine's is not the reader's.
 //!
 //! Nothing asks the browser anything while a reader measures: the JS readers are one
 //! script each, and the engine's run is waited for by one script that watches the page
@@ -50,14 +53,21 @@ use firsttoken_e2e::{TestServer, bench_setting};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
 
+mod machine;
 mod report;
 
-/// Requests per reader and level in Chromium, in `BLOCKS` turns of whole batches. A p99
-/// is read off the largest 1% of the values: 1,000 leave ten of them, where 400 left four
-/// and one slow request moved the p99 by a millisecond. At 10 at once ten is one batch,
-/// so one pause still decides it: `FIRSTTOKEN_BENCH_REQUESTS` asks for more.
+use machine::Watch;
+
+/// Requests per reader and level in Chromium, in turns of `BLOCK_REQUESTS` (whole
+/// batches). A p99 is read off the largest 1% of the values: 1,000 leave ten of them,
+/// where 400 left four and one slow request moved the p99 by a millisecond. At 10 at
+/// once ten is one batch, so one pause still decides it: `FIRSTTOKEN_BENCH_REQUESTS`
+/// asks for more.
 const REQUESTS: u32 = 1000;
-const BLOCKS: u32 = 5;
+/// Requests per block in Chromium. At 10 at once a block lasts about 2 s, no longer than
+/// the slow stretches this shared machine has now and then: one falls across the readers'
+/// turns, not all of it on one reader's block (as it did with five blocks of 1,000).
+const BLOCK_REQUESTS: u32 = 200;
 const KNOBS: &str = "first_token_ms=50&itl_ms=5&tokens=10";
 /// The concurrency levels. Above six at once they go over HTTP/2: over HTTP/1.1 the
 /// browser would queue the seventh request, and that would measure the queue.
@@ -167,6 +177,8 @@ struct Case {
     positions: Vec<(u32, u32)>,
     /// The engine's own timer lateness (p99) in each block.
     timer_p99: Vec<f64>,
+    /// What the machine did during each block.
+    machine: Vec<machine::During>,
     connections: u64,
 }
 
@@ -213,15 +225,17 @@ fn requests() -> anyhow::Result<u32> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
+    let watch = Watch::start();
     let mut cases = Vec::new();
     for engine in engines()? {
         if engine == Engine::Chromium {
-            cases.extend(chromium(&server).await?);
+            cases.extend(chromium(&server, &watch).await?);
         } else {
-            cases.extend(other_engine(&server, engine).await?);
+            cases.extend(other_engine(&server, &watch, engine).await?);
         }
     }
     report::report(&cases);
+    report::save(&cases)?;
     Ok(())
 }
 
@@ -240,7 +254,7 @@ async fn long_scripts(browser: &Browser) -> anyhow::Result<()> {
 
 /// Chromium's table: 1, 3, 5 and 10 at once (10 over HTTP/2), four readers, and the busy
 /// main thread.
-async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
+async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case>> {
     let h2 = TlsServer::start(server.state()).await?;
     // More Chromium flags for a diagnosis, space-separated
     // (`FIRSTTOKEN_BENCH_CHROMIUM_FLAGS="--js-flags=--no-liftoff"`).
@@ -270,9 +284,14 @@ async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
         let turns = Turns {
             level,
             requests,
-            blocks: BLOCKS,
+            blocks: (requests / BLOCK_REQUESTS).max(1),
         };
-        cases.extend(take_turns(server, &browser, &target, &readers, turns).await?);
+        let at = At {
+            server,
+            browser: &browser,
+            watch,
+        };
+        cases.extend(take_turns(at, &target, &readers, turns).await?);
     }
     let busy = if levels.len() == LEVELS.len() {
         [Reader::JsOnPage, Reader::Charts, Reader::Page].as_slice()
@@ -282,7 +301,12 @@ async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
     for &reader in busy {
         let mut case = Case::new(Engine::Chromium, 1, reader, true);
         let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
-        measure(server, &browser, &target, &mut case, BUSY_REQUESTS, true).await?;
+        let at = At {
+            server,
+            browser: &browser,
+            watch,
+        };
+        measure(at, &target, &mut case, BUSY_REQUESTS, true).await?;
         cases.push(case);
     }
     browser.quit().await?;
@@ -291,7 +315,11 @@ async fn chromium(server: &TestServer) -> anyhow::Result<Vec<Case>> {
 
 /// Firefox's or WebKit's table: 1 and 3 at once over HTTP/1.1, the JS reader on the page
 /// beside the engine in its worker (page still, and live charts) and on the page's thread.
-async fn other_engine(server: &TestServer, engine: Engine) -> anyhow::Result<Vec<Case>> {
+async fn other_engine(
+    server: &TestServer,
+    watch: &Watch,
+    engine: Engine,
+) -> anyhow::Result<Vec<Case>> {
     let browser = Browser::start_engine(engine, DESKTOP).await?;
     long_scripts(&browser).await?;
     let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
@@ -310,7 +338,12 @@ async fn other_engine(server: &TestServer, engine: Engine) -> anyhow::Result<Vec
             Reader::Charts,
             Reader::Page,
         ];
-        cases.extend(take_turns(server, &browser, &target, &readers, turns).await?);
+        let at = At {
+            server,
+            browser: &browser,
+            watch,
+        };
+        cases.extend(take_turns(at, &target, &readers, turns).await?);
     }
     browser.quit().await?;
     Ok(cases)
@@ -324,10 +357,17 @@ struct Turns {
     blocks: u32,
 }
 
+/// Where a case is measured: the demo server, the browser, and the machine's watch.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    server: &'a TestServer,
+    browser: &'a Browser,
+    watch: &'a Watch,
+}
+
 /// The readers take turns at one level, block by block.
 async fn take_turns(
-    server: &TestServer,
-    browser: &Browser,
+    at: At<'_>,
     target: &str,
     readers: &[Reader],
     turns: Turns,
@@ -339,17 +379,17 @@ async fn take_turns(
     } = turns;
     let mut cases: Vec<Case> = readers
         .iter()
-        .map(|&reader| Case::new(browser.engine, level, reader, false))
+        .map(|&reader| Case::new(at.browser.engine, level, reader, false))
         .collect();
     // Whole batches per block.
     let per_block = (requests / blocks).div_ceil(level) * level;
     for block in 0..blocks {
         for case in &mut cases {
-            measure(server, browser, target, case, per_block, false).await?;
+            measure(at, target, case, per_block, false).await?;
         }
         eprintln!(
             "{}, level {level}: block {} of {blocks} done",
-            browser.engine.name(),
+            at.browser.engine.name(),
             block + 1
         );
     }
@@ -365,6 +405,7 @@ impl Case {
             bias: Vec::new(),
             positions: Vec::new(),
             timer_p99: Vec::new(),
+            machine: Vec::new(),
             connections: 0,
         }
     }
@@ -372,8 +413,11 @@ impl Case {
 
 /// Measures one block of `requests` to `target` for `case` and adds it to the case.
 async fn measure(
-    server: &TestServer,
-    browser: &Browser,
+    At {
+        server,
+        browser,
+        watch,
+    }: At<'_>,
     target: &str,
     case: &mut Case,
     requests: u32,
@@ -381,6 +425,7 @@ async fn measure(
 ) -> anyhow::Result<()> {
     let driver = &browser.driver;
     let before = server.connections_accepted();
+    let mark = machine::Mark::take();
     let (bias, timer_p99) = match case.reader {
         Reader::JsOnPage | Reader::JsInWorker => {
             driver.goto("about:blank").await?;
@@ -419,7 +464,8 @@ async fn measure(
         }
         reader => run_in_app(server, browser, target, case.level, requests, reader, busy).await?,
     };
-    let block = case.positions.last().map_or(0, |&(b, _)| b + 1);
+    let block = case.machine.len() as u32;
+    case.machine.push(watch.since(&mark, browser.driver_pid()));
     case.positions
         .extend((0..bias.len() as u32).map(|i| (block, i)));
     case.bias.extend(bias);

@@ -1,19 +1,21 @@
 //! The benchmark's printed tables: each case's median and p99, its differences from the
-//! JS readers with bootstrap intervals, its slowest 1% and where they fell, and the p99 of
-//! each block.
+//! JS readers with bootstrap intervals, its slowest 1% and where they fell, the p99 of
+//! each block, and what the machine did during each block.
 
-use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, percentile};
+use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, mean, percentile};
+use serde_json::json;
 
-use super::{BLOCKS, Case, KNOBS, OTHER_BLOCKS, Reader, WARMING};
+use super::machine::During;
+use super::{BLOCK_REQUESTS, Case, KNOBS, OTHER_BLOCKS, Reader, WARMING};
 
 pub(super) fn report(cases: &[Case]) {
     println!(
         "\nBias on loopback: browser TTFT minus the demo server's own time to write the first token\n\
-         (demo {KNOBS}; one run, readers taking turns in blocks per level: {BLOCKS} in Chromium, \
-         {OTHER_BLOCKS} in Firefox and WebKit)\n"
+         (demo {KNOBS}; one run, readers taking turns in blocks per level, of \
+         {BLOCK_REQUESTS} requests in Chromium, {OTHER_BLOCKS} blocks in Firefox and WebKit)\n"
     );
     println!(
-        "{:<8} {:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>15} {:>5}",
+        "{:<8} {:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>15} {:>5} {:>7}",
         "engine",
         "at once",
         "reader",
@@ -23,7 +25,8 @@ pub(super) fn report(cases: &[Case]) {
         "vs JS on page ms",
         "vs JS worker ms",
         "timer late p99",
-        "conns"
+        "conns",
+        "browser CPU %"
     );
     for case in cases {
         let median = percentile(&case.bias, 50.0).unwrap_or(f64::NAN);
@@ -40,7 +43,7 @@ pub(super) fn report(cases: &[Case]) {
         };
         let name = case.label();
         println!(
-            "{:<8} {:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5}",
+            "{:<8} {:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5} {:>7.0}",
             case.engine.name(),
             case.level,
             name,
@@ -55,43 +58,25 @@ pub(super) fn report(cases: &[Case]) {
                 .reduce(f64::max)
                 .map_or("—".to_owned(), |t| format!("{t:.1}")),
             case.connections,
+            mean(
+                &case
+                    .machine
+                    .iter()
+                    .map(|m| m.browser_pct)
+                    .collect::<Vec<_>>()
+            )
+            .unwrap_or(f64::NAN),
         );
     }
     println!(
-        "\nDifferences with 95% bootstrap intervals (each case's values resampled on their own):\n"
+        "\nDifferences with 95% bootstrap intervals (each case's blocks resampled on their own):"
     );
+    differences(cases, &|_| true);
     println!(
-        "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
-        "engine",
-        "at once",
-        "reader",
-        "median vs JS on page",
-        "p99 vs JS on page",
-        "median vs JS in worker",
-        "p99 vs JS in worker"
+        "\nThe same, from only the blocks during which the host stole less than \
+         {STEAL_LIMIT_PCT}% of the machine's CPU (\"kept\": the case's blocks kept / all):"
     );
-    for case in cases
-        .iter()
-        .filter(|c| matches!(c.reader, Reader::Still | Reader::Charts | Reader::Page))
-    {
-        let cell = |reference: Reader, p: f64| {
-            case.beside(cases, reference).map_or("—".to_owned(), |r| {
-                let (value, low, high) = difference_ci(&case.bias, &r.bias, p);
-                format!("{value:+.2} [{low:+.2}, {high:+.2}]")
-            })
-        };
-        let name = case.label();
-        println!(
-            "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26}",
-            case.engine.name(),
-            case.level,
-            name,
-            cell(Reader::JsOnPage, 50.0),
-            cell(Reader::JsOnPage, 99.0),
-            cell(Reader::JsInWorker, 50.0),
-            cell(Reader::JsInWorker, 99.0),
-        );
-    }
+    differences(cases, &|m| m.steal_pct < STEAL_LIMIT_PCT);
     println!("\nThe slowest 1% of each case: value ms (block, place in the block)\n");
     for case in cases {
         let mut order: Vec<usize> = (0..case.bias.len()).collect();
@@ -144,10 +129,36 @@ pub(super) fn report(cases: &[Case]) {
         );
     }
     println!(
+        "\nThe machine during each block: this process's 1 ms sleeper's latest wake-up ms / \
+         this process's CPU % (the benchmark and the demo server) / other programs' CPU % / \
+         the host's steal %\n"
+    );
+    for case in cases {
+        let blocks: Vec<String> = case
+            .machine
+            .iter()
+            .map(|m| {
+                format!(
+                    "{:.0}/{:.0}/{:.0}/{:.0}",
+                    m.longest_stall_ms, m.ours_pct, m.others_pct, m.steal_pct
+                )
+            })
+            .collect();
+        println!(
+            "{:<8} {:>3} {:<41} {}",
+            case.engine.name(),
+            case.level,
+            case.label(),
+            blocks.join(" "),
+        );
+    }
+    println!(
         "\n\"vs JS\": median / p99 minus the JS reader's at the same level (busy against busy).\n\
          Level 10: HTTP/2 over TLS (one connection); the others: HTTP/1.1.\n\
          \"timer late p99\": the engine's own 100 ms timer, the worst block's p99.\n\
-         \"conns\": TCP connections the server accepted during the case, page loads included."
+         \"conns\": TCP connections the server accepted during the case, page loads included.\n\
+         \"browser CPU %\": the browser's processes' share of the machine's CPU time (all cores),\n\
+         the mean over the case's blocks, page loads included."
     );
 }
 
@@ -161,6 +172,20 @@ impl Case {
         }
     }
 
+    /// The values of each block `keep` keeps.
+    fn blocks(&self, keep: &dyn Fn(&During) -> bool) -> Vec<Vec<f64>> {
+        let mut blocks = vec![Vec::new(); self.machine.len()];
+        for (&value, &(block, _)) in self.bias.iter().zip(&self.positions) {
+            blocks[block as usize].push(value);
+        }
+        blocks
+            .into_iter()
+            .zip(&self.machine)
+            .filter(|(values, machine)| !values.is_empty() && keep(machine))
+            .map(|(values, _)| values)
+            .collect()
+    }
+
     /// The case `reference` stands beside: same engine, level and load.
     fn beside<'a>(&self, cases: &'a [Case], reference: Reader) -> Option<&'a Case> {
         cases.iter().find(|c| {
@@ -172,21 +197,106 @@ impl Case {
     }
 }
 
-/// `p`-th percentile of `a` minus that of `b`, with a 95% percentile-bootstrap interval
-/// drawn by resampling each of them on its own.
-fn difference_ci(a: &[f64], b: &[f64], p: f64) -> (f64, f64, f64) {
-    let value = percentile(a, p).unwrap_or(f64::NAN) - percentile(b, p).unwrap_or(f64::NAN);
+/// The blocks in which the host's steal is too much for a block to stand for the
+/// readers: a shared machine's host took up to a quarter of its CPU in some blocks, and
+/// every reader's p99 in such a block was twice its p99 elsewhere.
+const STEAL_LIMIT_PCT: f64 = 5.0;
+
+/// The engine's cases against the JS readers: median and p99 differences with 95%
+/// intervals, over the blocks `keep` keeps (of every case alike).
+fn differences(cases: &[Case], keep: &dyn Fn(&During) -> bool) {
+    println!(
+        "\n{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26} {:>7}",
+        "engine",
+        "at once",
+        "reader",
+        "median vs JS on page",
+        "p99 vs JS on page",
+        "median vs JS in worker",
+        "p99 vs JS in worker",
+        "kept"
+    );
+    for case in cases
+        .iter()
+        .filter(|c| matches!(c.reader, Reader::Still | Reader::Charts | Reader::Page))
+    {
+        let mine = case.blocks(keep);
+        let cell = |reference: Reader, p: f64| {
+            case.beside(cases, reference).map_or("—".to_owned(), |r| {
+                match difference_ci(&mine, &r.blocks(keep), p) {
+                    Some((value, low, high)) => format!("{value:+.2} [{low:+.2}, {high:+.2}]"),
+                    None => "no blocks".to_owned(),
+                }
+            })
+        };
+        println!(
+            "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26} {:>7}",
+            case.engine.name(),
+            case.level,
+            case.label(),
+            cell(Reader::JsOnPage, 50.0),
+            cell(Reader::JsOnPage, 99.0),
+            cell(Reader::JsInWorker, 50.0),
+            cell(Reader::JsInWorker, 99.0),
+            format!("{}/{}", mine.len(), case.machine.len()),
+        );
+    }
+}
+
+/// Saves every value with its block, and each block's machine, for another look without
+/// another run: `target/engine_bias.json`.
+pub(super) fn save(cases: &[Case]) -> anyhow::Result<()> {
+    let cases: Vec<_> = cases
+        .iter()
+        .map(|c| {
+            json!({
+                "engine": c.engine.name(),
+                "level": c.level,
+                "reader": c.label(),
+                "bias_ms": c.bias,
+                "block": c.positions.iter().map(|(b, _)| b).collect::<Vec<_>>(),
+                "timer_late_p99_ms": c.timer_p99,
+                "machine": c.machine.iter().map(|m| json!({
+                    "longest_stall_ms": m.longest_stall_ms,
+                    "browser_pct": m.browser_pct,
+                    "ours_pct": m.ours_pct,
+                    "others_pct": m.others_pct,
+                    "steal_pct": m.steal_pct,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let path = firsttoken_e2e::workspace_root().join("target/engine_bias.json");
+    std::fs::write(&path, serde_json::to_vec(&cases)?)?;
+    println!(
+        "\nEvery value, with its block and the machine's: {}",
+        path.display()
+    );
+    Ok(())
+}
+
+/// `p`-th percentile of `a`'s values minus that of `b`'s, with a 95% percentile-bootstrap
+/// interval that resamples whole blocks (each case's on their own): the requests of one
+/// block share a page load and a stretch of the machine's time, so they are not
+/// independent, and resampling them one by one would make the interval too narrow.
+/// `None` when either has no block.
+fn difference_ci(a: &[Vec<f64>], b: &[Vec<f64>], p: f64) -> Option<(f64, f64, f64)> {
+    if a.is_empty() || b.is_empty() {
+        return None;
+    }
+    let pooled = |blocks: &[Vec<f64>]| percentile(&blocks.concat(), p).unwrap_or(f64::NAN);
+    let value = pooled(a) - pooled(b);
     let mut rng = SplitMix64::new(BOOTSTRAP_SEED);
-    let mut resample = |values: &[f64]| -> f64 {
-        let drawn: Vec<f64> = (0..values.len())
-            .map(|_| values[rng.below(values.len())])
+    let mut resample = |blocks: &[Vec<f64>]| -> f64 {
+        let drawn: Vec<f64> = (0..blocks.len())
+            .flat_map(|_| blocks[rng.below(blocks.len())].iter().copied())
             .collect();
         percentile(&drawn, p).unwrap_or(f64::NAN)
     };
     let differences: Vec<f64> = (0..2000).map(|_| resample(a) - resample(b)).collect();
-    (
+    Some((
         value,
         percentile(&differences, 2.5).unwrap_or(f64::NAN),
         percentile(&differences, 97.5).unwrap_or(f64::NAN),
-    )
+    ))
 }

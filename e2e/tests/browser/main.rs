@@ -4,6 +4,7 @@
 //! several live in the `firsttoken-e2e` library (`e2e/src/`).
 
 mod engines;
+mod lifecycle;
 mod proxy;
 mod results_page;
 mod study_page;

@@ -11,6 +11,10 @@ pub enum Fault {
     /// `429 Too Many Requests` with `Retry-After`.
     #[serde(rename = "http_429")]
     Http429,
+    /// `429` whose `Retry-After` is an HTTP date two seconds ahead, the header's other
+    /// form.
+    #[serde(rename = "http_429_date")]
+    Http429Date,
     /// `500 Internal Server Error`.
     #[serde(rename = "http_500")]
     Http500,

@@ -20,7 +20,7 @@ mod workers;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::Extension;
 use axum::Router;
@@ -163,10 +163,15 @@ async fn chat_completions(
     let mut jitter = Jitter::new(knobs.jitter_ms, number);
 
     match knobs.fault {
-        Some(Fault::Http429) => {
+        Some(fault @ (Fault::Http429 | Fault::Http429Date)) => {
+            let retry_after = if fault == Fault::Http429 {
+                "1".to_owned()
+            } else {
+                httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(2))
+            };
             return Ok((
                 StatusCode::TOO_MANY_REQUESTS,
-                [(header::RETRY_AFTER, "1")],
+                [(header::RETRY_AFTER, retry_after)],
                 axum::Json(json!({"error": {"code": "rate_limited", "message": "too many requests (demo fault)"}})),
             )
                 .into_response());

@@ -178,6 +178,14 @@ async fn faults_happen_as_asked() {
     let response = post(demo("?fault=http_429").await).await;
     assert_eq!(response.status, 429);
     assert_eq!(response.headers["retry-after"], "1");
+    let response = post(demo("?fault=http_429_date").await).await;
+    assert_eq!(response.status, 429);
+    let at = httpdate::parse_http_date(response.headers["retry-after"].to_str().expect("text"))
+        .expect("an HTTP date");
+    let ahead = at
+        .duration_since(std::time::SystemTime::now())
+        .expect("a date ahead");
+    assert!(ahead <= std::time::Duration::from_secs(2), "{ahead:?}");
 
     let text =
         post(demo("?fault=error_event&first_token_ms=1&itl_ms=1&tokens=6&fault_after=2").await)
