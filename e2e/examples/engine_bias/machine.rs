@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 /// Sleeper wake-ups later than this are kept.
 const LATE: Duration = Duration::from_millis(2);
 
-/// A sleeper thread and the late wake-ups it saw.
+/// A sleeper thread and the late wake-ups it saw. Its thousand wake-ups a second cost a
+/// little CPU (the same loop in Python used 2% of one core here), the same during every
+/// reader's blocks.
 pub(super) struct Watch {
     late: Arc<Mutex<Vec<(Instant, Duration)>>>,
 }
