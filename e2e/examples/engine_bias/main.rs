@@ -271,6 +271,11 @@ async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case
         Reader::Still,
         Reader::Charts,
     ];
+    let at = At {
+        server,
+        browser: &browser,
+        watch,
+    };
     let mut cases = Vec::new();
     let levels = levels()?;
     let requests = requests()?;
@@ -286,11 +291,6 @@ async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case
             requests,
             blocks: (requests / BLOCK_REQUESTS).max(1),
         };
-        let at = At {
-            server,
-            browser: &browser,
-            watch,
-        };
         cases.extend(take_turns(at, &target, &readers, turns).await?);
     }
     let busy = if levels.len() == LEVELS.len() {
@@ -301,11 +301,6 @@ async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case
     for &reader in busy {
         let mut case = Case::new(Engine::Chromium, 1, reader, true);
         let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
-        let at = At {
-            server,
-            browser: &browser,
-            watch,
-        };
         measure(at, &target, &mut case, BUSY_REQUESTS, true).await?;
         cases.push(case);
     }
@@ -323,6 +318,11 @@ async fn other_engine(
     let browser = Browser::start_engine(engine, DESKTOP).await?;
     long_scripts(&browser).await?;
     let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
+    let at = At {
+        server,
+        browser: &browser,
+        watch,
+    };
     let mut cases = Vec::new();
     for level in OTHER_LEVELS {
         let turns = Turns {
@@ -338,11 +338,6 @@ async fn other_engine(
             Reader::Charts,
             Reader::Page,
         ];
-        let at = At {
-            server,
-            browser: &browser,
-            watch,
-        };
         cases.extend(take_turns(at, &target, &readers, turns).await?);
     }
     browser.quit().await?;
