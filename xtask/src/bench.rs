@@ -9,19 +9,23 @@ use crate::tools;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run only these: first_load, engine_bias (the app in headless Chromium), load,
-    /// attack (the collector)
+    /// Run only these: first_load, engine_bias, fetch_options (the app in headless
+    /// Chromium), load, ingest_cost, attack (the collector)
     only: Vec<String>,
 }
 
 /// The benchmarks in the browser are examples of the e2e crate: the real server, the
 /// built app and headless Chromium.
-const IN_BROWSER: [(&str, &str); 2] = [
+const IN_BROWSER: [(&str, &str); 3] = [
     (
         "first_load",
         "a first visit to a share link: weight, and load time on emulated cellular",
     ),
     ("engine_bias", "the engine's bias on loopback"),
+    (
+        "fetch_options",
+        "what the engine's fetch() options cost a JS reader",
+    ),
 ];
 /// The collector's benchmarks are examples of the server crate, built for release.
 const COLLECTOR: [(&str, &str); 3] = [

@@ -21,8 +21,10 @@
 //!
 //! Each block begins with one warm-up request, not counted, for every reader alike (the
 //! first request after a page load pays for the connection and the CORS preflight, and
-//! every protocol a beta user runs begins with one). The differences are printed with 95%
-//! bootstrap intervals, each case's slowest 1% with where in its block each fell (a p99 is
+//! every protocol a beta user runs begins with one; `FIRSTTOKEN_BENCH_WARMUP` asks for
+//! more, to tell a slow start after a page load from the rest). The differences are
+//! printed with 95% bootstrap intervals that resample whole rounds (a round: one block of
+//! each reader, in turn), each case's slowest 1% with where in its block each fell (a p99 is
 //! decided by a handful of requests, and at several at once a pause of the browser delays
 //! a whole batch), and the p99 of each block. Beside each block, what the machine did
 //! meanwhile ([`machine`]): whether a sleeper thread in this process woke late, and the
@@ -84,7 +86,7 @@ const BUSY: &str = "window.__busy = setInterval(() => { const end = performance.
 
 /// A minimal reader: fetch, read chunks, stamp each, find the first content event; `k`
 /// requests at once, batch after batch, as the engine's concurrency phase sends them.
-/// `run(url, n, k)` resolves to the biases.
+/// `run(url, n, k, w)` resolves to the biases, after `w` warm-up requests one at a time.
 const READER: &str = r#"
 const body = JSON.stringify({model: 'reference', stream: true, messages: [{role: 'user', content: 'hi'}]});
 async function one(url) {
@@ -111,10 +113,10 @@ async function one(url) {
   }
   return ttft - server;
 }
-async function run(url, n, k) {
-  // A warm-up request: the connection (and, over TLS, its handshake) and the CORS
+async function run(url, n, k, w) {
+  // Warm-up requests: the connection (and, over TLS, its handshake) and the CORS
   // preflight's cache entry, before anything is counted.
-  await one(url);
+  for (let i = 0; i < w; i++) await one(url);
   const out = [];
   for (let sent = 0; sent < n; sent += k) {
     out.push(...await Promise.all(Array.from({length: k}, () => one(url))));
@@ -125,18 +127,18 @@ async function run(url, n, k) {
 
 /// The reader on the page's own thread; WebDriver's callback is the last argument.
 const ON_PAGE: &str = r#"
-const [url, n, k, done] = [arguments[0], arguments[1], arguments[2], arguments[arguments.length - 1]];
-run(url, n, k).then(done, (e) => done({error: String(e)}));
+const [url, n, k, w, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[arguments.length - 1]];
+run(url, n, k, w).then(done, (e) => done({error: String(e)}));
 "#;
 
 /// The same reader in a dedicated worker of its own.
 const IN_WORKER: &str = r#"
-const [url, n, k, reader, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[4]];
-const source = reader + "\nonmessage = async (e) => postMessage(await run(e.data.url, e.data.n, e.data.k));";
+const [url, n, k, w, reader, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], arguments[5]];
+const source = reader + "\nonmessage = async (e) => postMessage(await run(e.data.url, e.data.n, e.data.k, e.data.w));";
 const worker = new Worker(URL.createObjectURL(new Blob([source], {type: 'text/javascript'})));
 worker.onmessage = (e) => { worker.terminate(); done(e.data); };
 worker.onerror = (e) => { worker.terminate(); done({error: e.message || String(e)}); };
-worker.postMessage({url, n, k});
+worker.postMessage({url, n, k, w});
 "#;
 
 /// Who measures, and what the page does meanwhile.
@@ -237,6 +239,19 @@ async fn main() -> anyhow::Result<()> {
     report::report(&cases);
     report::save(&cases)?;
     Ok(())
+}
+
+/// Warm-up requests at the start of each block, one at a time and not counted, for every
+/// reader alike: one unless `FIRSTTOKEN_BENCH_WARMUP` says otherwise (more tells a slow
+/// start after a page load from the rest).
+fn warmup_requests() -> anyhow::Result<u32> {
+    bench_setting("FIRSTTOKEN_BENCH_WARMUP", 1, |text| {
+        text.trim()
+            .parse()
+            .ok()
+            .filter(|n| (1..=1000).contains(n))
+            .context("a number of requests from 1 to 1000")
+    })
 }
 
 /// No script the benchmark runs may be cut short by WebDriver's default 30 s.
@@ -444,6 +459,7 @@ async fn measure(
                         json!(target),
                         json!(requests),
                         json!(case.level),
+                        json!(warmup_requests()?),
                         json!(READER),
                     ],
                 )
@@ -494,7 +510,12 @@ async fn run_in_app(
     } else {
         PhasePlan::Steady { requests }
     };
-    plan.phases = vec![PhasePlan::Warmup { requests: 1 }, measured];
+    plan.phases = vec![
+        PhasePlan::Warmup {
+            requests: warmup_requests()?,
+        },
+        measured,
+    ];
     plan.multiplexed = level > HTTP1_CONNECTIONS_PER_HOST;
     let study = Study {
         title: "Engine bias".into(),

@@ -69,12 +69,15 @@ pub(super) fn report(cases: &[Case]) {
         );
     }
     println!(
-        "\nDifferences with 95% bootstrap intervals (each case's blocks resampled on their own):"
+        "\nDifferences with 95% bootstrap intervals (whole rounds resampled: a round is one block \
+         of each case, in turn). The JS reader in a worker is compared with the one on the \
+         page too: what a worker thread costs by itself."
     );
     differences(cases, &|_| true);
     println!(
-        "\nThe same, from only the blocks during which the host stole less than \
-         {STEAL_LIMIT_PCT}% of the machine's CPU (\"kept\": the case's blocks kept / all):"
+        "\nThe same, from only the rounds in which the host stole less than \
+         {STEAL_LIMIT_PCT}% of the machine's CPU during both cases' blocks (\"kept\": the \
+         case's blocks under that limit / all):"
     );
     differences(cases, &|m| m.steal_pct < STEAL_LIMIT_PCT);
     println!("\nThe slowest 1% of each case: value ms (block, place in the block)\n");
@@ -172,8 +175,9 @@ impl Case {
         }
     }
 
-    /// The values of each block `keep` keeps.
-    fn blocks(&self, keep: &dyn Fn(&During) -> bool) -> Vec<Vec<f64>> {
+    /// The values of each block, by round (the readers take turns, so block `k` of every
+    /// case of a level ran in round `k`); `None` where `keep` leaves the block out.
+    fn rounds(&self, keep: &dyn Fn(&During) -> bool) -> Vec<Option<Vec<f64>>> {
         let mut blocks = vec![Vec::new(); self.machine.len()];
         for (&value, &(block, _)) in self.bias.iter().zip(&self.positions) {
             blocks[block as usize].push(value);
@@ -181,8 +185,7 @@ impl Case {
         blocks
             .into_iter()
             .zip(&self.machine)
-            .filter(|(values, machine)| !values.is_empty() && keep(machine))
-            .map(|(values, _)| values)
+            .map(|(values, machine)| (!values.is_empty() && keep(machine)).then_some(values))
             .collect()
     }
 
@@ -202,8 +205,9 @@ impl Case {
 /// every reader's p99 in such a block was twice its p99 elsewhere.
 const STEAL_LIMIT_PCT: f64 = 5.0;
 
-/// The engine's cases against the JS readers: median and p99 differences with 95%
-/// intervals, over the blocks `keep` keeps (of every case alike).
+/// The engine's cases against the JS readers, and the JS reader in a worker against the
+/// one on the page (what a worker thread costs by itself): median and p99 differences
+/// with 95% intervals, over the rounds in which `keep` keeps both cases' blocks.
 fn differences(cases: &[Case], keep: &dyn Fn(&During) -> bool) {
     println!(
         "\n{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26} {:>7}",
@@ -216,18 +220,14 @@ fn differences(cases: &[Case], keep: &dyn Fn(&During) -> bool) {
         "p99 vs JS in worker",
         "kept"
     );
-    for case in cases
-        .iter()
-        .filter(|c| matches!(c.reader, Reader::Still | Reader::Charts | Reader::Page))
-    {
-        let mine = case.blocks(keep);
-        let cell = |reference: Reader, p: f64| {
-            case.beside(cases, reference).map_or("—".to_owned(), |r| {
-                match difference_ci(&mine, &r.blocks(keep), p) {
-                    Some((value, low, high)) => format!("{value:+.2} [{low:+.2}, {high:+.2}]"),
-                    None => "no blocks".to_owned(),
-                }
-            })
+    for case in cases.iter().filter(|c| c.reader != Reader::JsOnPage) {
+        let mine = case.rounds(keep);
+        let cell = |reference: Reader, p: f64| match case.beside(cases, reference) {
+            Some(r) if r.reader != case.reader => match difference_ci(&mine, &r.rounds(keep), p) {
+                Some((value, low, high)) => format!("{value:+.2} [{low:+.2}, {high:+.2}]"),
+                None => "no rounds".to_owned(),
+            },
+            _ => "—".to_owned(),
         };
         println!(
             "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26} {:>7}",
@@ -238,7 +238,7 @@ fn differences(cases: &[Case], keep: &dyn Fn(&During) -> bool) {
             cell(Reader::JsOnPage, 99.0),
             cell(Reader::JsInWorker, 50.0),
             cell(Reader::JsInWorker, 99.0),
-            format!("{}/{}", mine.len(), case.machine.len()),
+            format!("{}/{}", mine.iter().flatten().count(), case.machine.len()),
         );
     }
 }
@@ -275,25 +275,47 @@ pub(super) fn save(cases: &[Case]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `p`-th percentile of `a`'s values minus that of `b`'s, with a 95% percentile-bootstrap
-/// interval that resamples whole blocks (each case's on their own): the requests of one
-/// block share a page load and a stretch of the machine's time, so they are not
-/// independent, and resampling them one by one would make the interval too narrow.
-/// `None` when either has no block.
-fn difference_ci(a: &[Vec<f64>], b: &[Vec<f64>], p: f64) -> Option<(f64, f64, f64)> {
-    if a.is_empty() || b.is_empty() {
+/// `p`-th percentile of `a`'s values minus that of `b`'s, over the rounds in which both
+/// have a block, with a 95% percentile-bootstrap interval that resamples whole rounds:
+/// the requests of one block share a page load and a stretch of the machine's time, so
+/// they are not independent (resampling them one by one would make the interval too
+/// narrow), and the blocks of one round share that stretch of the machine with each
+/// other (the same drawn rounds for both cases keep that pairing, so a slow minute of
+/// the machine falls on both sides of a difference, as it did in the run). `None`
+/// without a round in common.
+fn difference_ci(
+    a: &[Option<Vec<f64>>],
+    b: &[Option<Vec<f64>>],
+    p: f64,
+) -> Option<(f64, f64, f64)> {
+    let paired: Vec<(&Vec<f64>, &Vec<f64>)> = a
+        .iter()
+        .zip(b)
+        .filter_map(|(a, b)| Some((a.as_ref()?, b.as_ref()?)))
+        .collect();
+    if paired.is_empty() {
         return None;
     }
-    let pooled = |blocks: &[Vec<f64>]| percentile(&blocks.concat(), p).unwrap_or(f64::NAN);
-    let value = pooled(a) - pooled(b);
-    let mut rng = SplitMix64::new(BOOTSTRAP_SEED);
-    let mut resample = |blocks: &[Vec<f64>]| -> f64 {
-        let drawn: Vec<f64> = (0..blocks.len())
-            .flat_map(|_| blocks[rng.below(blocks.len())].iter().copied())
+    let difference = |drawn: &[usize]| {
+        let a: Vec<f64> = drawn
+            .iter()
+            .flat_map(|&i| paired[i].0.iter().copied())
             .collect();
-        percentile(&drawn, p).unwrap_or(f64::NAN)
+        let b: Vec<f64> = drawn
+            .iter()
+            .flat_map(|&i| paired[i].1.iter().copied())
+            .collect();
+        percentile(&a, p).unwrap_or(f64::NAN) - percentile(&b, p).unwrap_or(f64::NAN)
     };
-    let differences: Vec<f64> = (0..2000).map(|_| resample(a) - resample(b)).collect();
+    let all: Vec<usize> = (0..paired.len()).collect();
+    let value = difference(&all);
+    let mut rng = SplitMix64::new(BOOTSTRAP_SEED);
+    let differences: Vec<f64> = (0..2000)
+        .map(|_| {
+            let drawn: Vec<usize> = (0..paired.len()).map(|_| rng.below(paired.len())).collect();
+            difference(&drawn)
+        })
+        .collect();
     Some((
         value,
         percentile(&differences, 2.5).unwrap_or(f64::NAN),

@@ -244,6 +244,31 @@ async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
         .text()
         .await?;
     assert!(cold.contains("(waited 15."), "{cold}");
+    // A percentile is shown only where the count supports it (p90 from 10 values, p99
+    // from 100); otherwise the cell says what it needs and what it has.
+    let cells = driver
+        .execute(
+            "return [...document.querySelectorAll('[data-testid=report-row]')].map(row => \
+             Object.fromEntries([...row.querySelectorAll('td')].map(td => \
+             [td.dataset.label || 'phase', td.textContent])));",
+            Vec::new(),
+        )
+        .await?;
+    let rows: Vec<std::collections::HashMap<String, String>> =
+        serde_json::from_value(cells.json().clone())?;
+    let row = |phase: &str| {
+        rows.iter()
+            .find(|r| r.get("phase").is_some_and(|p| p.starts_with(phase)))
+            .unwrap_or_else(|| panic!("no row for {phase}: {rows:?}"))
+    };
+    let (steady, fresh) = (row("one after another"), row("new connections"));
+    let p90 = &steady["TTFT p90"];
+    assert!(
+        p90.starts_with(|c: char| c.is_ascii_digit()) && p90.contains(" ms"),
+        "ten values give a p90: {steady:?}"
+    );
+    assert_eq!(steady["TTFT p99"], "needs 100 (has 10)", "{steady:?}");
+    assert_eq!(fresh["TTFT p90"], "needs 10 (has 5)", "{fresh:?}");
 
     // Consent was given: the run is sent, and the page links to it.
     browser
@@ -634,6 +659,22 @@ async fn the_operator_sets_and_checks_a_fresh_connection_url() -> anyhow::Result
         ),
         "the fresh URL follows a loopback target"
     );
+    // The field says what it is for: a wildcard host name, {n}, a new connection.
+    let help = driver
+        .find(By::XPath(
+            "//input[@data-testid='fresh-url']/following-sibling::small",
+        ))
+        .await?
+        .text()
+        .await?;
+    for words in [
+        "wildcard host name",
+        "with {n} where a number goes",
+        "force a new connection",
+        "Empty: new connections are not measured",
+    ] {
+        assert!(help.contains(words), "{words:?} not in {help:?}");
+    }
     driver
         .find(By::Css("[data-testid=check-target]"))
         .await?
