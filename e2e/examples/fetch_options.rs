@@ -1,9 +1,11 @@
 //! Whether the way the engine asks differs from the way the JS reader of `engine_bias`
 //! asks: that reader in one dedicated worker, 3 requests at once against the demo, as it
 //! is; with one of the engine's `fetch()` options at a time (`credentials: "omit"`, an
-//! `AbortSignal`, a `Headers` object); with all three; and with the body the engine sends
-//! the demo. The variants take turns in blocks of 99 requests, each block after one
-//! warm-up request (`FIRSTTOKEN_BENCH_ROUNDS` rounds, 10 by default, about 3.5 minutes).
+//! `AbortSignal`, a `Headers` object); with all three; with the body the engine sends the
+//! demo; and with the engine's pause between batches (the page told, two frames and 30 ms,
+//! then the answer: alone, with a line of the page's text changed, and noticed in 2 ms
+//! polls as the engine's `Drawn::wait` does). The variants take turns in blocks of 99 requests, each block after one
+//! warm-up request (`FIRSTTOKEN_BENCH_ROUNDS` rounds, 10 by default, about 6 minutes).
 //! Prints each variant's median, p90 and p99 bias: browser TTFT minus the demo's own time
 //! to write its first token. Run with `cargo xtask bench fetch_options`.
 
@@ -17,13 +19,16 @@ use serde_json::json;
 use thirtyfour::TimeoutConfiguration;
 
 /// The variants, in the order the script numbers them.
-const VARIANTS: [&str; 6] = [
+const VARIANTS: [&str; 9] = [
     "as the JS reader",
     "credentials omit",
     "abort signal",
     "Headers object",
     "all three",
     "the engine's body",
+    "page handshake",
+    "handshake, page text",
+    "handshake, 2 ms polls",
 ];
 
 /// Runs `n` requests of variant `v`, 3 at once, in a worker the page keeps between calls;
@@ -65,18 +70,43 @@ async function one(url, v) {
   }
   return ttft - server;
 }
+// The engine's pause between batches: the page is told, draws, waits two frames and
+// 30 ms, and answers; variant 8 notices the answer in 2 ms polls, as the engine does.
+let drawn = true;
+let wake = null;
+async function handshake(v) {
+  drawn = false;
+  const answered = new Promise((resolve) => { wake = resolve; });
+  postMessage('frame');
+  if (v === 8) {
+    while (!drawn) await new Promise((resolve) => setTimeout(resolve, 2));
+  } else {
+    await answered;
+  }
+}
 onmessage = async (e) => {
+  if (e.data === 'drawn') { drawn = true; wake(); return; }
   const {url, v, n} = e.data;
   const out = [];
   await one(url, v);
   for (let sent = 0; sent < n; sent += 3) {
     out.push(...await Promise.all([one(url, v), one(url, v), one(url, v)]));
+    if (v >= 6) await handshake(v);
   }
   postMessage(out);
 };`;
 if (!window.__worker) window.__worker = new Worker(URL.createObjectURL(new Blob([source], {type: 'text/javascript'})));
 const worker = window.__worker;
-worker.onmessage = (e) => done(e.data);
+let batches = 0;
+worker.onmessage = (e) => {
+  if (e.data !== 'frame') return done(e.data);
+  if (v >= 7) {
+    const line = document.getElementById('batches') || document.body.appendChild(document.createElement('p'));
+    line.id = 'batches';
+    line.textContent = `batch ${++batches}`;
+  }
+  requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(() => worker.postMessage('drawn'), 30)));
+};
 worker.onerror = (e) => done({error: e.message || String(e)});
 worker.postMessage({url, v, n});
 "#;

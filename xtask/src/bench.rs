@@ -24,7 +24,7 @@ const IN_BROWSER: [(&str, &str); 3] = [
     ("engine_bias", "the engine's bias on loopback"),
     (
         "fetch_options",
-        "what the engine's fetch() options cost a JS reader",
+        "what the engine's fetch() options and its pause between batches cost a JS reader",
     ),
 ];
 /// The collector's benchmarks are examples of the server crate, built for release.
