@@ -546,6 +546,25 @@ mod tests {
         assert_eq!(report.phases[0].tpot_ms, None);
     }
 
+    /// A stream cut off after part of its answer keeps its TTFT in the record, but in the
+    /// report it is one of the phase's failures, and its TTFT is not in the phase's figures.
+    #[test]
+    fn a_cut_off_stream_is_a_failure_of_its_phase() {
+        let mut samples: Vec<Sample> = (0..10)
+            .map(|i| sample(i, Phase::Steady, 0, 300.0 + f64::from(i)))
+            .collect();
+        samples.push(Sample {
+            error: Some(ErrorClass::Truncated),
+            ..sample(10, Phase::Steady, 0, 1.0)
+        });
+        let report = RunReport::of(&run(samples, 1));
+        let steady = &report.phases[0];
+        assert_eq!((steady.requests, steady.failed), (11, 1));
+        let ttft = steady.ttft.as_ref().expect("ten answers");
+        assert_eq!(ttft.count, 10);
+        assert!(ttft.min >= 300.0, "the cut-off TTFT of 1 ms is left out");
+    }
+
     #[test]
     fn concurrency_failures_are_counted_by_class() {
         let mut samples: Vec<Sample> = (0..3)

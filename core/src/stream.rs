@@ -222,6 +222,49 @@ mod tests {
         assert!(!m.unterminated);
     }
 
+    /// Anthropic's `redacted_thinking` block is the model's output (encrypted reasoning),
+    /// so it sets `ttft_any_ms`; the answer's first token comes later, with the text.
+    #[test]
+    fn redacted_thinking_sets_the_first_output_not_the_first_answer() {
+        let event = |name: &str, data: &str| format!("event: {name}\ndata: {data}\n\n");
+        let mut rec = StreamRecorder::new(Dialect::Anthropic);
+        rec.on_chunk(
+            10.0,
+            event("message_start", r#"{"type":"message_start","message":{"usage":{"input_tokens":3,"output_tokens":1}}}"#).as_bytes(),
+        );
+        rec.on_chunk(
+            20.0,
+            event("content_block_start", r#"{"type":"content_block_start","index":0,"content_block":{"type":"redacted_thinking","data":"EmwKAhgBEgy3va3p"}}"#).as_bytes(),
+        );
+        rec.on_chunk(
+            70.0,
+            event("content_block_delta", r#"{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hi"}}"#).as_bytes(),
+        );
+        rec.on_chunk(
+            80.0,
+            event("message_stop", r#"{"type":"message_stop"}"#).as_bytes(),
+        );
+        let m = rec.finish();
+        assert_eq!(m.ttft_any_ms, Some(20.0));
+        assert_eq!(m.ttft_ms, Some(70.0));
+        assert!(m.done);
+    }
+
+    /// OpenAI's `delta.refusal` is what the user reads instead of an answer: its first
+    /// token is the first token.
+    #[test]
+    fn a_refusal_sets_the_first_token() {
+        let mut rec = StreamRecorder::new(Dialect::OpenaiChat);
+        rec.on_chunk(
+            15.0,
+            b"data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"refusal\":\"I can\"}}]}\n\n",
+        );
+        rec.on_chunk(25.0, b"data: [DONE]\n\n");
+        let m = rec.finish();
+        assert_eq!(m.ttft_ms, Some(15.0));
+        assert_eq!(m.ttft_any_ms, Some(15.0));
+    }
+
     #[test]
     fn a_malformed_event_is_recorded_and_the_stream_goes_on() {
         let mut rec = StreamRecorder::new(Dialect::OpenaiChat);

@@ -1,20 +1,22 @@
 //! Whether the way the engine asks differs from the way the JS reader of `engine_bias`
-//! asks: that reader in one dedicated worker, 3 requests at once against the demo, as it
-//! is; with one of the engine's `fetch()` options at a time (`credentials: "omit"`, an
-//! `AbortSignal`, a `Headers` object); with all three; with the body the engine sends the
-//! demo; and with the engine's pause between batches (the page told, two frames and 30 ms,
-//! then the answer: alone, with a line of the page's text changed, and noticed in 2 ms
-//! polls as the engine's `Drawn::wait` does). The variants take turns in blocks of 99 requests, each block after one
-//! warm-up request (`FIRSTTOKEN_BENCH_ROUNDS` rounds, 10 by default, about 6 minutes).
-//! Prints each variant's median, p90 and p99 bias: browser TTFT minus the demo's own time
-//! to write its first token. Run with `cargo xtask bench fetch_options`.
+//! ([`firsttoken_e2e::READER`]) asks: that reader in one dedicated worker, 3 requests at
+//! once against the demo, as it is; with one of the engine's `fetch()` options at a time
+//! (`credentials: "omit"`, an `AbortSignal`, a `Headers` object); with all three; with the
+//! body the engine sends the demo; and with the engine's pause after each batch (the page
+//! told, drawing in its next frame, then two frames more and 30 ms, then the answer:
+//! noticed at once, with a line of the page's text changed, and noticed in 2 ms polls as
+//! the engine's `Drawn::wait` does). The variants take turns in blocks of 99 requests,
+//! each block after one warm-up request (`FIRSTTOKEN_BENCH_ROUNDS` rounds, 10 by default,
+//! about 6 minutes). Prints each variant's median, p90 and p99 bias: browser TTFT minus
+//! the demo's own time to write its first token. Run with `cargo xtask bench
+//! fetch_options`.
 
 use firsttoken_core::stats::percentile;
 use std::time::Duration;
 
 use anyhow::Context;
 use firsttoken_e2e::browser::{Browser, DESKTOP};
-use firsttoken_e2e::{TestServer, bench_setting};
+use firsttoken_e2e::{PAGE_SIDE, READER, TestServer, bench_setting};
 use serde_json::json;
 use thirtyfour::TimeoutConfiguration;
 
@@ -31,81 +33,34 @@ const VARIANTS: [&str; 9] = [
     "handshake, 2 ms polls",
 ];
 
-/// Runs `n` requests of variant `v`, 3 at once, in a worker the page keeps between calls;
-/// WebDriver's callback is the last argument.
+/// Runs `n` requests of variant `v`, 3 at once, with [`READER`] in a worker the page
+/// keeps between calls ([`PAGE_SIDE`] answers its pause); WebDriver's callback is the last
+/// argument.
 const SCRIPT: &str = r#"
-const [url, v, n, done] = [arguments[0], arguments[1], arguments[2], arguments[arguments.length - 1]];
-const source = `
-const body = JSON.stringify({model: 'reference', stream: true, messages: [{role: 'user', content: 'hi'}]});
+const [url, v, n, reader, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[arguments.length - 1]];
+const source = reader + `
 const engineBody = '{"model":"demo","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Hello?"}]}';
-function init(v) {
-  const i = {method: 'POST', headers: {'content-type': 'application/json'}, body: v === 5 ? engineBody : body};
-  if (v === 1 || v === 4) i.credentials = 'omit';
-  if (v === 2 || v === 4) i.signal = new AbortController().signal;
-  if (v === 3 || v === 4) i.headers = new Headers({'content-type': 'application/json'});
-  return i;
-}
-async function one(url, v) {
-  const options = init(v);
-  const t0 = performance.now();
-  const response = await fetch(url, options);
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '', ttft = null, server = null;
-  for (;;) {
-    const {done: end, value} = await reader.read();
-    const t = performance.now() - t0;
-    if (end) break;
-    buffer += decoder.decode(value, {stream: true});
-    let cut;
-    while ((cut = buffer.indexOf('\\n\\n')) >= 0) {
-      const event = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-      const data = JSON.parse(event.slice(6));
-      const content = data.choices && data.choices[0] && data.choices[0].delta && data.choices[0].delta.content;
-      if (ttft === null && content) ttft = t;
-      if (data.server_timings) server = data.server_timings.first_token_written_ms;
-    }
-  }
-  return ttft - server;
-}
-// The engine's pause between batches: the page is told, draws, waits two frames and
-// 30 ms, and answers; variant 8 notices the answer in 2 ms polls, as the engine does.
-let drawn = true;
-let wake = null;
-async function handshake(v) {
-  drawn = false;
-  const answered = new Promise((resolve) => { wake = resolve; });
-  postMessage('frame');
-  if (v === 8) {
-    while (!drawn) await new Promise((resolve) => setTimeout(resolve, 2));
-  } else {
-    await answered;
-  }
+function options(v) {
+  return () => {
+    const i = plain();
+    if (v === 5) i.body = engineBody;
+    if (v === 1 || v === 4) i.credentials = 'omit';
+    if (v === 2 || v === 4) i.signal = new AbortController().signal;
+    if (v === 3 || v === 4) i.headers = new Headers({'content-type': 'application/json'});
+    return i;
+  };
 }
 onmessage = async (e) => {
-  if (e.data === 'drawn') { drawn = true; wake(); return; }
+  if (answered(e.data)) return;
   const {url, v, n} = e.data;
-  const out = [];
-  await one(url, v);
-  for (let sent = 0; sent < n; sent += 3) {
-    out.push(...await Promise.all([one(url, v), one(url, v), one(url, v)]));
-    if (v >= 6) await handshake(v);
-  }
-  postMessage(out);
+  const after = v < 6 ? null : () => pause(v < 8);
+  postMessage(await run(url, n, 3, 1, after, options(v)));
 };`;
 if (!window.__worker) window.__worker = new Worker(URL.createObjectURL(new Blob([source], {type: 'text/javascript'})));
 const worker = window.__worker;
-let batches = 0;
 worker.onmessage = (e) => {
   if (e.data !== 'frame') return done(e.data);
-  if (v >= 7) {
-    const line = document.getElementById('batches') || document.body.appendChild(document.createElement('p'));
-    line.id = 'batches';
-    line.textContent = `batch ${++batches}`;
-  }
-  requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(() => worker.postMessage('drawn'), 30)));
+  answerAfterDrawing(worker, v >= 7 ? drawLine : () => {});
 };
 worker.onerror = (e) => done({error: e.message || String(e)});
 worker.postMessage({url, v, n});
@@ -132,11 +87,15 @@ async fn main() -> anyhow::Result<()> {
             .filter(|n| (1..=1000).contains(n))
             .context("a number of rounds from 1 to 1000")
     })?;
+    let script = format!("{PAGE_SIDE}\n{SCRIPT}");
     let mut out = vec![Vec::new(); VARIANTS.len()];
     for round in 0..rounds {
         for (v, values) in out.iter_mut().enumerate() {
             let result = driver
-                .execute_async(SCRIPT, vec![json!(target), json!(v), json!(99)])
+                .execute_async(
+                    &script,
+                    vec![json!(target), json!(v), json!(99), json!(READER)],
+                )
                 .await?;
             let block: Vec<f64> = serde_json::from_value(result.json().clone())
                 .map_err(|e| anyhow::anyhow!("{e}: {}", result.json()))?;

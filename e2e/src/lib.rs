@@ -56,6 +56,34 @@ pub fn bench_setting<T>(
     }
 }
 
+/// The benchmarks' reference: a minimal hand-written JavaScript SSE reader (`reader.js`
+/// beside this file), for a page or a worker. `run(url, n, k, w, after, options)` sends
+/// `n` requests `k` at once, batch after batch, after `w` warm-up requests, awaiting
+/// `after()` after each batch, and resolves to each request's bias: the TTFT it read
+/// minus the demo server's own time to write its first token. In a worker, `pause` is the
+/// engine's pause after each batch; the page answers it with [`PAGE_SIDE`].
+pub const READER: &str = include_str!("reader.js");
+
+/// The page's side of [`READER`]'s `pause`, for a reader in a worker:
+/// `answerAfterDrawing(worker, draw)` draws (`draw()`) in the next animation frame, waits
+/// two frames more and 30 ms, and answers the worker, as the app answers its engine after
+/// each batch (`after_drawing` in `src/session.rs`); `drawLine` changes one line of the
+/// page's text, the least a page draws.
+pub const PAGE_SIDE: &str = r#"
+function answerAfterDrawing(worker, draw) {
+  requestAnimationFrame(() => {
+    draw();
+    requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(() => worker.postMessage('drawn'), 30)));
+  });
+}
+let batchesDrawn = 0;
+function drawLine() {
+  const line = document.getElementById('batches') || document.body.appendChild(document.createElement('p'));
+  line.id = 'batches';
+  line.textContent = `batch ${++batchesDrawn}`;
+}
+"#;
+
 /// Where the tests save screenshots of each state, for a person to look at.
 pub fn screenshot_dir() -> PathBuf {
     workspace_root().join("target/e2e-screenshots")

@@ -120,6 +120,10 @@ fn browser_tests() -> anyhow::Result<()> {
                 "wasm-bindgen-test-runner",
             )
             .env("CHROMEDRIVER", tools::CHROMEDRIVER)
+            // The runner prefers geckodriver and safaridriver when their variables are
+            // set: these tests run in Chromium, whatever the shell says.
+            .env_remove("GECKODRIVER")
+            .env_remove("SAFARIDRIVER")
             .env("WASM_BINDGEN_TEST_TIMEOUT", "120")
             // Read at compile time by the tests (option_env!): they cannot start a server.
             .env("FIRSTTOKEN_TEST_SERVER", &server.url),

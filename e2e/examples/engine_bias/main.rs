@@ -9,12 +9,18 @@
 //! connections per host), so level 10 goes to the same server over TLS and HTTP/2
 //! ([`firsttoken_e2e::tls`]), in a plan marked multiplexed.
 //!
-//! At each level four readers take turns, in blocks, so that the machine's drift (this is
+//! At each level five readers take turns, in blocks, so that the machine's drift (this is
 //! a shared 2-core machine; a quiet minute and a busy one differ by half a millisecond at
 //! the median) falls on all of them alike:
-//! - the JS reader on the app's page (the reference the issue names);
+//! - the JS reader on the app's page (the reference the issue names;
+//!   [`firsttoken_e2e::READER`]);
 //! - the same JS reader in a dedicated worker of its own (what a worker thread costs by
-//!   itself, the fair reference for an engine that runs in one);
+//!   itself);
+//! - the same JS reader in a worker, pausing after each batch as the engine does (the page
+//!   is told, draws a line of text in its next frame, waits two frames more and 30 ms,
+//!   and answers; the worker notices in 2 ms polls): a request sent after a pause starts
+//!   colder than one sent straight after another, whoever sends it, so this is the
+//!   like-for-like reference for what the engine's own code costs;
 //! - the engine in its Web Worker with the page still (`?charts=off`: nothing redraws but
 //!   the progress line);
 //! - the engine with the live charts redrawing, as a beta user sees them.
@@ -51,7 +57,7 @@ use firsttoken_core::plan::{HTTP1_CONNECTIONS_PER_HOST, PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_e2e::browser::{Browser, DESKTOP, Engine};
 use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
-use firsttoken_e2e::{TestServer, bench_setting};
+use firsttoken_e2e::{PAGE_SIDE, READER, TestServer, bench_setting};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
 
@@ -84,61 +90,30 @@ const BUSY_REQUESTS: u32 = 100;
 const BUSY: &str = "window.__busy = setInterval(() => { const end = performance.now() + 30; \
                     while (performance.now() < end) {} }, 40);";
 
-/// A minimal reader: fetch, read chunks, stamp each, find the first content event; `k`
-/// requests at once, batch after batch, as the engine's concurrency phase sends them.
-/// `run(url, n, k, w)` resolves to the biases, after `w` warm-up requests one at a time.
-const READER: &str = r#"
-const body = JSON.stringify({model: 'reference', stream: true, messages: [{role: 'user', content: 'hi'}]});
-async function one(url) {
-  const t0 = performance.now();
-  const response = await fetch(url, {method: 'POST', headers: {'content-type': 'application/json'}, body});
-  const reader = response.body.getReader();
-  const decoder = new TextDecoder();
-  let buffer = '', ttft = null, server = null;
-  for (;;) {
-    const {done: end, value} = await reader.read();
-    const t = performance.now() - t0;
-    if (end) break;
-    buffer += decoder.decode(value, {stream: true});
-    let cut;
-    while ((cut = buffer.indexOf('\n\n')) >= 0) {
-      const event = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
-      const data = JSON.parse(event.slice(6));
-      const content = data.choices && data.choices[0] && data.choices[0].delta && data.choices[0].delta.content;
-      if (ttft === null && content) ttft = t;
-      if (data.server_timings) server = data.server_timings.first_token_written_ms;
-    }
-  }
-  return ttft - server;
-}
-async function run(url, n, k, w) {
-  // Warm-up requests: the connection (and, over TLS, its handshake) and the CORS
-  // preflight's cache entry, before anything is counted.
-  for (let i = 0; i < w; i++) await one(url);
-  const out = [];
-  for (let sent = 0; sent < n; sent += k) {
-    out.push(...await Promise.all(Array.from({length: k}, () => one(url))));
-  }
-  return out;
-}
-"#;
-
-/// The reader on the page's own thread; WebDriver's callback is the last argument.
+/// [`READER`] on the page's own thread; WebDriver's callback is the last argument.
 const ON_PAGE: &str = r#"
 const [url, n, k, w, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[arguments.length - 1]];
 run(url, n, k, w).then(done, (e) => done({error: String(e)}));
 "#;
 
-/// The same reader in a dedicated worker of its own.
+/// [`READER`] in a dedicated worker of its own; with `paced`, after each batch the
+/// engine's pause (the page draws a line of text and answers, [`PAGE_SIDE`]).
 const IN_WORKER: &str = r#"
-const [url, n, k, w, reader, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], arguments[5]];
-const source = reader + "\nonmessage = async (e) => postMessage(await run(e.data.url, e.data.n, e.data.k, e.data.w));";
+const [url, n, k, w, paced, reader, done] = [arguments[0], arguments[1], arguments[2], arguments[3], arguments[4], arguments[5], arguments[arguments.length - 1]];
+const source = reader + `
+onmessage = async (e) => {
+  if (answered(e.data)) return;
+  const {url, n, k, w, paced} = e.data;
+  postMessage(await run(url, n, k, w, paced ? pause : null));
+};`;
 const worker = new Worker(URL.createObjectURL(new Blob([source], {type: 'text/javascript'})));
-worker.onmessage = (e) => { worker.terminate(); done(e.data); };
+worker.onmessage = (e) => {
+  if (e.data === 'frame') return answerAfterDrawing(worker, drawLine);
+  worker.terminate();
+  done(e.data);
+};
 worker.onerror = (e) => { worker.terminate(); done({error: e.message || String(e)}); };
-worker.postMessage({url, n, k, w});
+worker.postMessage({url, n, k, w, paced});
 "#;
 
 /// Who measures, and what the page does meanwhile.
@@ -148,6 +123,9 @@ enum Reader {
     JsOnPage,
     /// The same JS reader in a dedicated worker of its own.
     JsInWorker,
+    /// The same, pausing after each batch as the engine does: the page is told, draws,
+    /// waits, and answers; the worker notices in 2 ms polls.
+    JsPaced,
     /// The engine in its worker, the page still (`?charts=off`).
     Still,
     /// The engine in its worker, the live charts redrawing.
@@ -161,6 +139,7 @@ impl Reader {
         match self {
             Reader::JsOnPage => "JS reader on the page",
             Reader::JsInWorker => "JS reader in a worker",
+            Reader::JsPaced => "JS reader in a worker, engine's pause",
             Reader::Still => "engine in its worker, page still",
             Reader::Charts => "engine in its worker, live charts",
             Reader::Page => "engine on the page's thread, live charts",
@@ -283,6 +262,7 @@ async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case
     let readers = [
         Reader::JsOnPage,
         Reader::JsInWorker,
+        Reader::JsPaced,
         Reader::Still,
         Reader::Charts,
     ];
@@ -437,7 +417,7 @@ async fn measure(
     let before = server.connections_accepted();
     let mark = machine::Mark::take();
     let (bias, timer_p99) = match case.reader {
-        Reader::JsOnPage | Reader::JsInWorker => {
+        Reader::JsOnPage | Reader::JsInWorker | Reader::JsPaced => {
             driver.goto("about:blank").await?;
             driver.goto(server.url("/")).await?;
             driver
@@ -450,7 +430,7 @@ async fn measure(
             let script = if case.reader == Reader::JsOnPage {
                 format!("{READER}\n{ON_PAGE}")
             } else {
-                IN_WORKER.to_owned()
+                format!("{PAGE_SIDE}\n{IN_WORKER}")
             };
             let result = driver
                 .execute_async(
@@ -460,6 +440,7 @@ async fn measure(
                         json!(requests),
                         json!(case.level),
                         json!(warmup_requests()?),
+                        json!(case.reader == Reader::JsPaced),
                         json!(READER),
                     ],
                 )

@@ -1,5 +1,6 @@
-"""Pools engine_bias runs (target/engine_bias.json files): for each level and engine case,
-and for the JS reader in a worker, median and p99 minus the JS readers', with a 95%
+"""Pools engine_bias runs (target/engine_bias.json files): for each level, each case's
+median and p99 minus those of the JS readers listed before it (the engine's cases against
+all three: on the page, in a worker, in a worker with the engine's pause), with a 95%
 bootstrap interval that resamples whole rounds (a round: one block of each case of a
 level, in turn, in one run; both sides of a difference are drawn from the same rounds), as
 the benchmark's own Rust report does (numpy, an independent reference for it). Usage: copy
@@ -34,16 +35,19 @@ def ci(a, b, p, limit, n=4000):
     lo, hi = np.percentile(d, [2.5, 97.5])
     return f"{value:+.2f} [{lo:+.2f}, {hi:+.2f}] ({len(common)} rounds)"
 
-PAGE, WORKER = "JS reader on the page", "JS reader in a worker"
+# Each case against the JS readers listed before it, as the Rust report does.
+REFERENCES = ["JS reader on the page", "JS reader in a worker", "JS reader in a worker, engine's pause"]
+CASES = REFERENCES[1:] + ["engine in its worker, page still", "engine in its worker, live charts"]
 for limit in (None, 5.0):
     print("\nall rounds" if limit is None else f"\nrounds with the host's steal under {limit}% in both blocks")
     for level in sorted({k[0] for k in rounds}):
-        for reader in (WORKER, "engine in its worker, page still", "engine in its worker, live charts"):
+        for reader in CASES:
             mine = rounds[(level, reader)]
-            page, worker = rounds[(level, PAGE)], rounds[(level, WORKER)]
-            line = (f"{level:>3} {reader:<36} median vs page {ci(mine, page, 50, limit)}  "
-                    f"p99 vs page {ci(mine, page, 99, limit)}")
-            if reader != WORKER:
-                line += (f"  median vs worker {ci(mine, worker, 50, limit)}  "
-                         f"p99 vs worker {ci(mine, worker, 99, limit)}")
-            print(line)
+            for reference in REFERENCES:
+                if reference == reader:
+                    break
+                theirs = rounds[(level, reference)]
+                if not mine or not theirs:
+                    continue
+                print(f"{level:>3} {reader:<38} vs {reference:<38} median {ci(mine, theirs, 50, limit)}  "
+                      f"p99 {ci(mine, theirs, 99, limit)}")

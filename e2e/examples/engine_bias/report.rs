@@ -2,6 +2,7 @@
 //! JS readers with bootstrap intervals, its slowest 1% and where they fell, the p99 of
 //! each block, and what the machine did during each block.
 
+use anyhow::Context;
 use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, mean, percentile};
 use serde_json::json;
 
@@ -15,7 +16,7 @@ pub(super) fn report(cases: &[Case]) {
          {BLOCK_REQUESTS} requests in Chromium, {OTHER_BLOCKS} blocks in Firefox and WebKit)\n"
     );
     println!(
-        "{:<8} {:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>15} {:>5} {:>7}",
+        "{:<8} {:>7} {:<41} {:>7} {:>9} {:>8} {:>16} {:>16} {:>16} {:>15} {:>5} {:>7}",
         "engine",
         "at once",
         "reader",
@@ -24,6 +25,7 @@ pub(super) fn report(cases: &[Case]) {
         "p99 ms",
         "vs JS on page ms",
         "vs JS worker ms",
+        "vs JS paced ms",
         "timer late p99",
         "conns",
         "browser CPU %"
@@ -43,7 +45,7 @@ pub(super) fn report(cases: &[Case]) {
         };
         let name = case.label();
         println!(
-            "{:<8} {:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>15} {:>5} {:>7.0}",
+            "{:<8} {:>7} {:<41} {:>7} {:>9.2} {:>8.2} {:>16} {:>16} {:>16} {:>15} {:>5} {:>7.0}",
             case.engine.name(),
             case.level,
             name,
@@ -52,6 +54,7 @@ pub(super) fn report(cases: &[Case]) {
             p99,
             against(Reader::JsOnPage).unwrap_or_else(|| "—".into()),
             against(Reader::JsInWorker).unwrap_or_else(|| "—".into()),
+            against(Reader::JsPaced).unwrap_or_else(|| "—".into()),
             case.timer_p99
                 .iter()
                 .copied()
@@ -71,7 +74,8 @@ pub(super) fn report(cases: &[Case]) {
     println!(
         "\nDifferences with 95% bootstrap intervals (whole rounds resampled: a round is one block \
          of each case, in turn). The JS reader in a worker is compared with the one on the \
-         page too: what a worker thread costs by itself."
+         page too (what a worker thread costs by itself), and the paced one with both (what \
+         the engine's pause after each batch costs by itself)."
     );
     differences(cases, &|_| true);
     println!(
@@ -205,41 +209,43 @@ impl Case {
 /// every reader's p99 in such a block was twice its p99 elsewhere.
 const STEAL_LIMIT_PCT: f64 = 5.0;
 
-/// The engine's cases against the JS readers, and the JS reader in a worker against the
-/// one on the page (what a worker thread costs by itself): median and p99 differences
-/// with 95% intervals, over the rounds in which `keep` keeps both cases' blocks.
+/// The JS readers, in the order they are compared with: each case is compared with every
+/// one listed before it.
+const REFERENCES: [Reader; 3] = [Reader::JsOnPage, Reader::JsInWorker, Reader::JsPaced];
+
+/// Each case against the JS readers listed before it in [`REFERENCES`] (every engine case
+/// against all three; the JS reader in a worker against the one on the page, what a
+/// worker thread costs by itself; the paced one against both, what the engine's pause
+/// costs by itself): median and p99 differences with 95% intervals, over the rounds in
+/// which `keep` keeps both cases' blocks.
 fn differences(cases: &[Case], keep: &dyn Fn(&During) -> bool) {
     println!(
-        "\n{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26} {:>7}",
-        "engine",
-        "at once",
-        "reader",
-        "median vs JS on page",
-        "p99 vs JS on page",
-        "median vs JS in worker",
-        "p99 vs JS in worker",
-        "kept"
+        "\n{:<8} {:>7} {:<41} {:<38} {:>26} {:>26} {:>7}",
+        "engine", "at once", "reader", "against", "median difference", "p99 difference", "kept"
     );
-    for case in cases.iter().filter(|c| c.reader != Reader::JsOnPage) {
+    for case in cases {
         let mine = case.rounds(keep);
-        let cell = |reference: Reader, p: f64| match case.beside(cases, reference) {
-            Some(r) if r.reader != case.reader => match difference_ci(&mine, &r.rounds(keep), p) {
+        let references = REFERENCES
+            .iter()
+            .take_while(|&&r| r != case.reader)
+            .filter_map(|&r| case.beside(cases, r));
+        for reference in references {
+            let theirs = reference.rounds(keep);
+            let cell = |p: f64| match difference_ci(&mine, &theirs, p) {
                 Some((value, low, high)) => format!("{value:+.2} [{low:+.2}, {high:+.2}]"),
                 None => "no rounds".to_owned(),
-            },
-            _ => "—".to_owned(),
-        };
-        println!(
-            "{:<8} {:>7} {:<41} {:>26} {:>26} {:>26} {:>26} {:>7}",
-            case.engine.name(),
-            case.level,
-            case.label(),
-            cell(Reader::JsOnPage, 50.0),
-            cell(Reader::JsOnPage, 99.0),
-            cell(Reader::JsInWorker, 50.0),
-            cell(Reader::JsInWorker, 99.0),
-            format!("{}/{}", mine.iter().flatten().count(), case.machine.len()),
-        );
+            };
+            println!(
+                "{:<8} {:>7} {:<41} {:<38} {:>26} {:>26} {:>7}",
+                case.engine.name(),
+                case.level,
+                case.label(),
+                reference.reader.name(),
+                cell(50.0),
+                cell(99.0),
+                format!("{}/{}", mine.iter().flatten().count(), case.machine.len()),
+            );
+        }
     }
 }
 
@@ -266,8 +272,11 @@ pub(super) fn save(cases: &[Case]) -> anyhow::Result<()> {
             })
         })
         .collect();
-    let path = firsttoken_e2e::workspace_root().join("target/engine_bias.json");
-    std::fs::write(&path, serde_json::to_vec(&cases)?)?;
+    let dir = firsttoken_e2e::workspace_root().join("target");
+    std::fs::create_dir_all(&dir).with_context(|| format!("making {}", dir.display()))?;
+    let path = dir.join("engine_bias.json");
+    std::fs::write(&path, serde_json::to_vec(&cases)?)
+        .with_context(|| format!("writing {}", path.display()))?;
     println!(
         "\nEvery value, with its block and the machine's: {}",
         path.display()
