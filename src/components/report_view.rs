@@ -111,9 +111,13 @@ pub fn concurrency_reading(report: &RunReport) -> Option<String> {
             ratio_words(&ratio)
         ),
         Concurrency::Undecided if d.batches < MIN_BATCHES_FOR_READING => format!(
-            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {} as long as alone, but from {} batches; at least {MIN_BATCHES_FOR_READING} are needed.",
+            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {} as long as alone, but from only {}; at least {MIN_BATCHES_FOR_READING} are needed.",
             times(ratio.value),
-            d.batches
+            if d.batches == 1 {
+                "1 batch".to_owned()
+            } else {
+                format!("{} batches", d.batches)
+            }
         ),
         Concurrency::Undecided => format!(
             "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {}, which fits both side by side (1×) and one at a time ({model}).",

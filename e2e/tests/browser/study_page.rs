@@ -361,6 +361,48 @@ async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Re
     browser.quit().await
 }
 
+/// One batch at 3 at once is too few to tell a one-at-a-time server from one that
+/// serves requests side by side: the page says so, with the figures, and names neither.
+#[tokio::test]
+async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let target = server.demo_target(
+        "first_token_ms=5&itl_ms=4&tokens=6&pre_model_ms=200&slots=1&pool=one-batch-e2e",
+    );
+    let plan = Plan {
+        phases: vec![PhasePlan::Concurrency {
+            levels: vec![1, 3],
+            requests_per_level: 3,
+        }],
+        ..Plan::steady(target, 1)
+    };
+    let browser = Browser::start(DESKTOP).await?;
+    browser.driver.goto(server.link(&study(plan, None))).await?;
+    browser
+        .wait_for_count("[data-testid=start-button]", 1, WAIT)
+        .await?[0]
+        .click()
+        .await?;
+    let reading = browser
+        .wait_for_text(
+            "[data-testid=concurrency-reading]",
+            Duration::from_secs(60),
+            |t| !t.is_empty(),
+        )
+        .await?;
+    assert!(
+        reading.starts_with(
+            "Not enough requests to tell how your server handles simultaneous requests: with 3 at once"
+        ) && reading.contains("but from only 1 batch; at least 3 are needed."),
+        "{reading}"
+    );
+    assert!(
+        !reading.contains("one at a time:") && !reading.contains("side by side:"),
+        "{reading}"
+    );
+    browser.quit().await
+}
+
 #[tokio::test]
 async fn a_collector_that_is_away_gets_the_run_later_exactly_once() -> anyhow::Result<()> {
     collector_away(Engine::Chromium).await
