@@ -366,9 +366,7 @@ impl Runner<'_> {
             sample.index = (self.samples.len() + kept.len()) as u32;
             sample.clean();
             self.demo[sample.target as usize] |= m.demo;
-            if let Some(ms) = m.retry_after_ms {
-                retry_after = retry_after.max(ms.min(MAX_RETRY_WAIT_MS));
-            }
+            retry_after = longer_wait(retry_after, m.retry_after_ms);
             kept.push(sample);
         }
         // The server asked for a pause: take it before the next request, so that no
@@ -440,6 +438,13 @@ fn headers(plan: &Plan, tag: &str) -> Vec<Vec<(String, String)>> {
         .collect()
 }
 
+/// The wait before the next request after a batch, as its answers so far ask
+/// (`so_far`) and as one more asks (`asked_ms`, its `Retry-After`): the longest, each cut
+/// to [`MAX_RETRY_WAIT_MS`], so that a server asking for an hour cannot hold the run.
+fn longer_wait(so_far: f64, asked_ms: Option<f64>) -> f64 {
+    asked_ms.map_or(so_far, |ms| so_far.max(ms.min(MAX_RETRY_WAIT_MS)))
+}
+
 #[cfg(test)]
 mod tests {
     use firsttoken_core::Dialect;
@@ -448,6 +453,20 @@ mod tests {
     use super::*;
 
     const TAG: &str = "0f8fad5bd9cb469fa16570867728950e";
+
+    #[test]
+    fn the_longest_retry_after_of_a_batch_is_waited_for_up_to_a_minute() {
+        let wait = |asked: &[Option<f64>]| asked.iter().fold(0.0, |w, a| longer_wait(w, *a));
+        assert_eq!(wait(&[]), 0.0);
+        assert_eq!(wait(&[None, None]), 0.0);
+        assert_eq!(wait(&[None, Some(2_000.0), Some(500.0)]), 2_000.0);
+        // A server asking for an hour gets a minute, recorded as the minute waited.
+        assert_eq!(
+            wait(&[Some(2_000.0), Some(3_600_000.0), None]),
+            MAX_RETRY_WAIT_MS
+        );
+        assert_eq!(MAX_RETRY_WAIT_MS, 60_000.0);
+    }
 
     fn plan(tag: Option<RunTag>) -> Plan {
         let mut target = TargetPlan::new(
