@@ -320,35 +320,13 @@ async fn a_beta_user_runs_the_quick_protocol_on_a_phone() -> anyhow::Result<()> 
 #[tokio::test]
 async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
-    let target = server
-        .demo_target("first_token_ms=5&itl_ms=4&tokens=6&pre_model_ms=200&slots=1&pool=serial-e2e");
-    let plan = Plan {
-        phases: vec![PhasePlan::Concurrency {
-            levels: vec![1, 3],
-            requests_per_level: 9,
-        }],
-        ..Plan::steady(target, 1)
-    };
-    let browser = Browser::start(DESKTOP).await?;
-    let driver = &browser.driver;
-    driver.goto(server.link(&study(plan, None))).await?;
-    browser
-        .wait_for_count("[data-testid=start-button]", 1, WAIT)
-        .await?[0]
-        .click()
-        .await?;
-    let reading = browser
-        .wait_for_text(
-            "[data-testid=concurrency-reading]",
-            Duration::from_secs(60),
-            |t| !t.is_empty(),
-        )
-        .await?;
+    let (browser, reading) = serial_server_reading(&server, "serial-e2e", 9).await?;
     assert!(
         reading.starts_with("Your server appears to handle requests one at a time"),
         "{reading}"
     );
-    let levels = driver
+    let levels = browser
+        .driver
         .find(By::Css("[data-testid=concurrency-levels]"))
         .await?
         .text()
@@ -361,18 +339,21 @@ async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Re
     browser.quit().await
 }
 
-/// One batch at 3 at once is too few to tell a one-at-a-time server from one that
-/// serves requests side by side: the page says so, with the figures, and names neither.
-#[tokio::test]
-async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Result<()> {
-    let server = TestServer::start().await?;
-    let target = server.demo_target(
-        "first_token_ms=5&itl_ms=4&tokens=6&pre_model_ms=200&slots=1&pool=one-batch-e2e",
-    );
+/// Runs a concurrency phase at 1 and 3 at once, `requests` per level, against a demo that
+/// serves one request at a time (its own `pool`), in Chromium, and returns the browser and
+/// the page's reading of it.
+async fn serial_server_reading(
+    server: &TestServer,
+    pool: &str,
+    requests: u32,
+) -> anyhow::Result<(Browser, String)> {
+    let target = server.demo_target(&format!(
+        "first_token_ms=5&itl_ms=4&tokens=6&pre_model_ms=200&slots=1&pool={pool}"
+    ));
     let plan = Plan {
         phases: vec![PhasePlan::Concurrency {
             levels: vec![1, 3],
-            requests_per_level: 3,
+            requests_per_level: requests,
         }],
         ..Plan::steady(target, 1)
     };
@@ -390,6 +371,15 @@ async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Resul
             |t| !t.is_empty(),
         )
         .await?;
+    Ok((browser, reading))
+}
+
+/// One batch at 3 at once is too few to tell a one-at-a-time server from one that
+/// serves requests side by side: the page says so, with the figures, and names neither.
+#[tokio::test]
+async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Result<()> {
+    let server = TestServer::start().await?;
+    let (browser, reading) = serial_server_reading(&server, "one-batch-e2e", 3).await?;
     assert!(
         reading.starts_with(
             "Not enough requests to tell how your server handles simultaneous requests: with 3 at once"
@@ -400,6 +390,7 @@ async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Resul
         !reading.contains("one at a time:") && !reading.contains("side by side:"),
         "{reading}"
     );
+    browser.screenshot("study-desktop-one-batch").await?;
     browser.quit().await
 }
 
