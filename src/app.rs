@@ -4,6 +4,7 @@
 //! the server answers every app address with an app. The beta user's `/run` is its own
 //! bundle ([`RunApp`]), the operator's pages another ([`App`]).
 
+use firsttoken_core::landing;
 use leptos::prelude::*;
 
 use crate::pages::{ComposePage, ResultsPage, StudyPage};
@@ -74,14 +75,14 @@ fn Shell(nav: Option<AnyView>, main: AnyView) -> impl IntoView {
     view! {
         <header class="top">
             <div class="title-row">
-                <h1>"firsttoken"</h1>
+                <h1>{landing::APP_NAME}</h1>
                 {nav}
             </div>
-            <p class="tagline">"How long you wait for the first token of an answer, measured from your own browser and network."</p>
+            <p class="tagline">{landing::TAGLINE}</p>
         </header>
         <main>{main}</main>
         <footer>
-            <p>"Every time is measured in this browser with performance.now(), from just before the request is sent. Nothing is uploaded unless you agree."</p>
+            <p>{landing::FOOTER}</p>
         </footer>
     }
 }

@@ -11,28 +11,7 @@ pub fn ms(value: Option<f64>) -> String {
     }
 }
 
-/// A wait someone chose, in the unit they would say it in: `500 ms`, `15 s`,
-/// `2 min`, `1 min 30 s`.
-pub fn wait(ms: u64) -> String {
-    if ms < 1000 {
-        return format!("{ms} ms");
-    }
-    let seconds = ms as f64 / 1000.0;
-    if ms < 60_000 {
-        return if ms.is_multiple_of(1000) {
-            format!("{} s", ms / 1000)
-        } else {
-            format!("{seconds:.1} s")
-        };
-    }
-    let whole = (seconds.round()) as u64;
-    let (minutes, rest) = (whole / 60, whole % 60);
-    if rest == 0 {
-        format!("{minutes} min")
-    } else {
-        format!("{minutes} min {rest} s")
-    }
-}
+pub use firsttoken_core::landing::wait;
 
 /// An error message (lower-case, no full stop, as Rust errors are) as a sentence.
 pub fn sentence(message: &str) -> String {
@@ -63,10 +42,5 @@ mod tests {
         assert_eq!(sentence("the link is damaged"), "The link is damaged.");
         assert_eq!(sentence("ends."), "Ends.");
         assert_eq!(sentence(""), "");
-        assert_eq!(wait(500), "500 ms");
-        assert_eq!(wait(15_000), "15 s");
-        assert_eq!(wait(2_500), "2.5 s");
-        assert_eq!(wait(120_000), "2 min");
-        assert_eq!(wait(90_000), "1 min 30 s");
     }
 }

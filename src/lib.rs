@@ -20,12 +20,20 @@ pub mod uploads;
 
 pub use app::{App, RunApp};
 
-/// What each bundle's `main` does. On a page: mount `app`. In the engine's Web Worker,
-/// which is handed the page's own compiled module (so it downloads and compiles nothing;
-/// [`engine::client`]): serve the engine.
+/// What each bundle's `main` does. On a page: mount `app`, in place of the landing that
+/// `run.html`'s small painter (the `paint/` crate) may have drawn while this module was
+/// loading; both happen in one task, so the page is never drawn with neither or both.
+/// In the engine's Web Worker, which is handed the page's own compiled module (so it
+/// downloads and compiles nothing; [`engine::client`]): serve the engine.
 pub fn start<V: leptos::IntoView + 'static>(app: fn() -> V) {
     console_error_panic_hook::set_once();
-    if web_sys::window().is_some() {
+    if let Some(window) = web_sys::window() {
+        if let Some(painted) = window
+            .document()
+            .and_then(|d| d.get_element_by_id("painted"))
+        {
+            painted.remove();
+        }
         leptos::mount::mount_to_body(app);
     } else {
         engine::worker::serve();

@@ -2,9 +2,10 @@
 //! become usable. Measured in headless Chromium on a 360×740 phone:
 //!
 //! - **First visit**, cache off: each file's size (Resource Timing), when the HTML was
-//!   parsed, when the last wasm arrived, when the landing was first painted and when its
-//!   Start button was there to press (a script the browser runs before the page's own
-//!   records when the button appears); on loopback and under Chrome DevTools Protocol
+//!   parsed, when the last wasm arrived, when the landing was first painted (by the
+//!   painter, `paint/`, before the app arrives) and when the app's Start button was there
+//!   to press (a script the browser runs before the page's own records when the button
+//!   appears; the painted one is another element, disabled); on loopback and under Chrome DevTools Protocol
 //!   emulation of a cellular link (150 ms round trip, 1.6 Mbps down, 750 kbps up).
 //! - **A whole run**, as a beta user makes it (cache on, a fresh browser): open the link,
 //!   consent, Start, wait for the end. Every byte the page's server sent (the page, its
@@ -192,7 +193,7 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     println!(
-        "\n\"painted\": the first contentful paint (the landing: title, what is measured, what is sent, Start); \"Start\": when the Start button was in the page, ready to press.\n"
+        "\n\"painted\": the first contentful paint (the landing: title, what is measured, what is sent, Start; drawn by the painter, or by the app if it came first); \"Start\": when the app's Start button was in the page, ready to press.\n"
     );
     println!(
         "A whole run (open the link, consent, Start, to the end; cache on): {whole_run} bytes from the page's server, headers included."

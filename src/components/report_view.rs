@@ -113,11 +113,7 @@ pub fn concurrency_reading(report: &RunReport) -> Option<String> {
         Concurrency::Undecided if d.batches < MIN_BATCHES_FOR_READING => format!(
             "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {} as long as alone, but from only {}; at least {MIN_BATCHES_FOR_READING} are needed.",
             times(ratio.value),
-            if d.batches == 1 {
-                "1 batch".to_owned()
-            } else {
-                format!("{} batches", d.batches)
-            }
+            batches_words(d.batches)
         ),
         Concurrency::Undecided => format!(
             "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {}, which fits both side by side (1×) and one at a time ({model}).",
@@ -127,7 +123,16 @@ pub fn concurrency_reading(report: &RunReport) -> Option<String> {
     Some(sentence + &failed)
 }
 
-/// One line per concurrency level.
+/// `1 batch`, `2 batches`.
+fn batches_words(batches: usize) -> String {
+    if batches == 1 {
+        "1 batch".to_owned()
+    } else {
+        format!("{batches} batches")
+    }
+}
+
+/// One line per concurrency level: the interval of its ratio only from enough batches.
 fn level_line(d: &LevelDegradation, classes: &[(u32, String, usize)]) -> String {
     let median = match d.median_ttft_ms {
         Some(ms) => format!(
@@ -141,6 +146,14 @@ fn level_line(d: &LevelDegradation, classes: &[(u32, String, usize)]) -> String 
         .map(|f| format!("; {f}"))
         .unwrap_or_default();
     let ratio = match &d.ratio {
+        // A bootstrap over fewer batches than a reading needs resamples almost only
+        // level 1's requests: its interval would claim more than the run knows.
+        Some(r) if d.batches < MIN_BATCHES_FOR_READING => format!(
+            ", {} as long as alone (no interval from only {}; at least {MIN_BATCHES_FOR_READING} are needed); one at a time: {}",
+            times(r.value),
+            batches_words(d.batches),
+            times(d.serial_model)
+        ),
         Some(r) => format!(
             ", {}; one at a time: {}",
             ratio_words(r),
@@ -367,5 +380,45 @@ pub fn ReportView(run: Run) -> impl IntoView {
             {probes.map(|text| view! { <p class="reading">{text}</p> })}
             {(!limits.is_empty()).then(|| view! { <ul class="reading" data-testid="browser-limits">{limits}</ul> })}
         </div>
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(batches: usize) -> LevelDegradation {
+        LevelDegradation {
+            level: 3,
+            requests: 3 * batches,
+            batches,
+            failed: 0,
+            median_ttft_ms: Some(420.0),
+            ratio: Some(Estimate {
+                value: 1.94,
+                low: 1.90,
+                high: 1.94,
+            }),
+            serial_model: 2.0,
+        }
+    }
+
+    /// Below the batches a reading needs, a level's line gives its ratio without the
+    /// interval, and says why; from that count on, with it.
+    #[test]
+    fn a_level_line_gives_the_interval_only_from_enough_batches() {
+        let one = level_line(&level(1), &[]);
+        assert_eq!(
+            one,
+            "3 at once: first token at 420 ms (median of 3), 1.94× as long as alone (no interval from only 1 batch; at least 3 are needed); one at a time: 2.00×"
+        );
+        let two = level_line(&level(2), &[]);
+        assert!(two.contains("(no interval from only 2 batches;"), "{two}");
+        let three = level_line(&level(MIN_BATCHES_FOR_READING), &[]);
+        assert!(
+            three.contains("1.94× as long as alone (95% interval 1.90–1.94×)"),
+            "{three}"
+        );
+        assert!(!three.contains("no interval"), "{three}");
     }
 }

@@ -1,9 +1,8 @@
 //! The page a beta user opens from a share link: what will happen and what is uploaded,
 //! one Start button, the run live, and the results, kept and uploaded if they chose so.
 
-use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::landing::{self, Landing};
 use firsttoken_core::progress::Progress;
-use firsttoken_core::schema::origin_of;
 use firsttoken_core::share::Study;
 use firsttoken_core::{NetworkLabel, Plan, Run};
 use leptos::prelude::*;
@@ -20,9 +19,6 @@ use crate::components::{SamplesTable, Summary};
 use crate::platform::Scope;
 use crate::session::{Session, Status};
 use crate::uploads::{Entry, State, Uploads};
-
-/// A typical chat answer's length, for the duration estimate.
-const TYPICAL_REQUEST_S: f64 = 1.5;
 
 #[component]
 pub fn StudyPage() -> impl IntoView {
@@ -42,23 +38,7 @@ pub fn StudyPage() -> impl IntoView {
         );
     }
     on_hash_change.forget();
-    // Cookies go only to the page's own origin (`credentials: "same-origin"`): a link
-    // that asks for them elsewhere asks for what the page will not do.
-    let page = crate::browser::page_origin();
-    let opened = Study::from_fragment(&hash).map_err(|e| e.to_string()).and_then(|study| {
-        match study
-            .plan
-            .targets
-            .iter()
-            .find(|t| t.send_cookies && origin_of(&t.url).as_deref() != Some(page.as_str()))
-        {
-            Some(t) => Err(format!(
-                "target {:?} asks for this browser's cookies, but they are sent only to the page's own origin ({page}), and it is on another",
-                t.label
-            )),
-            None => Ok(study),
-        }
-    });
+    let opened = landing::open(&hash, &crate::browser::page_origin());
     match opened {
         Ok(study) => view! { <StudyView study=study /> }.into_any(),
         Err(error) => view! {
@@ -69,71 +49,6 @@ pub fn StudyPage() -> impl IntoView {
             </section>
         }
         .into_any(),
-    }
-}
-
-/// The phase in words, for the landing.
-fn phase_words(phase: &PhasePlan, others: &[String]) -> String {
-    let plural = |n: u32, one: &str, many: &str| {
-        if n == 1 {
-            format!("1 {one}")
-        } else {
-            format!("{n} {many}")
-        }
-    };
-    match phase {
-        PhasePlan::Probe { requests } => format!(
-            "{} to time the network round trip",
-            plural(*requests, "small request", "small requests")
-        ),
-        PhasePlan::Warmup { requests } => format!(
-            "{} to open the connection (not counted)",
-            plural(*requests, "request", "requests")
-        ),
-        PhasePlan::Steady { requests } => format!(
-            "{} one after another",
-            plural(*requests, "chat request", "chat requests")
-        ),
-        PhasePlan::Fresh { requests } => format!(
-            "{}, each on a new connection",
-            plural(*requests, "request", "requests")
-        ),
-        PhasePlan::Concurrency {
-            levels,
-            requests_per_level,
-        } => format!(
-            "requests in groups sent at the same time ({} at once; about {requests_per_level} each)",
-            levels
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        PhasePlan::Cold { idle_ms } => format!(
-            "after waiting idle ({}), one request each",
-            idle_ms
-                .iter()
-                .map(|ms| crate::format::wait(u64::from(*ms)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        PhasePlan::Compare { rounds } => {
-            format!("{rounds} rounds comparing with {}", others.join(", "))
-        }
-    }
-}
-
-/// "about 2 minutes", from a typical answer's length and the idle waits.
-fn duration_estimate(plan: &Plan) -> String {
-    let seconds = plan.expected_seconds(TYPICAL_REQUEST_S);
-    if seconds < 60.0 {
-        "under a minute".to_owned()
-    } else {
-        let minutes = (seconds / 60.0).ceil() as u32;
-        format!(
-            "about {minutes} minute{}",
-            if minutes == 1 { "" } else { "s" }
-        )
     }
 }
 
@@ -202,52 +117,27 @@ fn StudyView(study: Study) -> impl IntoView {
     let session = Session::new();
     let network = RwSignal::new(network_hint());
     let consent = RwSignal::new(false);
-    let collector_url = study
-        .collector
-        .clone()
-        .unwrap_or_else(|| format!("{}{}", browser::app_root(), collector::RUNS_PATH));
-    // Shown in two places that each need their own copy: a stored value is Copy.
-    let collector_host = StoredValue::new(
-        firsttoken_core::schema::origin_of(&collector_url)
-            .map(|o| o.split("://").nth(1).unwrap_or(&o).to_owned())
-            .unwrap_or_else(|| collector_url.clone()),
+    let page_host = web_sys::window()
+        .and_then(|w| w.location().host().ok())
+        .unwrap_or_default();
+    let words = Landing::of(
+        &study,
+        landing::Page {
+            origin: &browser::page_origin(),
+            host: &page_host,
+            default_collector: &format!("{}{}", browser::app_root(), collector::RUNS_PATH),
+        },
     );
+    let collector_url = words.collector_url.clone();
+    // Shown in two places that each need their own copy: a stored value is Copy.
+    let collector_host = StoredValue::new(words.collector_host.clone());
     let uploads = Uploads::get();
     let save_problem = RwSignal::new(None::<String>);
 
     let plan = study.plan.clone();
-    let targets: Vec<(String, String)> = plan
-        .targets
-        .iter()
-        .map(|t| {
-            (
-                t.label.clone(),
-                firsttoken_core::schema::origin_of(&t.url).unwrap_or_default(),
-            )
-        })
-        .collect();
-    let others: Vec<String> = targets.iter().skip(1).map(|(l, _)| l.clone()).collect();
-    let hosts = plan.hosts().join(", ");
-    let phases = plan
-        .phases
-        .iter()
-        .map(|p| view! { <li>{phase_words(p, &others)}</li> })
-        .collect::<Vec<_>>();
-    let total = plan.total_requests();
-    let run_total = Signal::stored(u32::try_from(total).unwrap_or(u32::MAX));
+    let run_total = Signal::stored(u32::try_from(plan.total_requests()).unwrap_or(u32::MAX));
     let others_compared = plan.targets.len() > 1;
     let charts_off = crate::session::query_has("charts=off");
-    let duration = duration_estimate(&plan);
-    let secrets = study.secret_headers();
-    // The host whose session the requests use, when the study sends the page's cookies
-    // (the page's own host: the link was refused otherwise).
-    let session_host = study
-        .plan
-        .targets
-        .iter()
-        .any(|t| t.send_cookies)
-        .then(|| web_sys::window().and_then(|w| w.location().host().ok()))
-        .flatten();
 
     let upload = {
         let (title, collector_url) = (study.title.clone(), collector_url.clone());
@@ -335,31 +225,24 @@ fn StudyView(study: Study) -> impl IntoView {
 
     view! {
         <section class="card landing" aria-labelledby="study-title">
-            <h2 id="study-title" data-testid="study-title">{study.title.clone()}</h2>
+            <h2 id="study-title" data-testid="study-title">{words.title}</h2>
             <p class="lead">
-                "This page measures how long "
-                <strong>{targets[0].0.clone()}</strong>
-                {format!(" ({}) ", targets[0].1)}
-                "takes to start answering you, from this browser and this network: "
-                {format!("{total} requests, {duration}.")}
+                {landing::LEAD_START}
+                <strong>{words.target_label}</strong>
+                {words.target_origin}
+                {landing::LEAD_MIDDLE}
+                {words.lead_end}
             </p>
             <Show when=idle>
-                {session_host.clone().map(|host| view! {
-                    <p class="notice" data-testid="session-notice" role="note">
-                        {format!("This measurement uses your signed-in session with {host}: this browser's cookies for {host} go with each request to it, as they do when you use it. They are never uploaded.")}
-                    </p>
+                {words.session_notice.clone().map(|notice| view! {
+                    <p class="notice" data-testid="session-notice" role="note">{notice}</p>
                 })}
-                {(!secrets.is_empty()).then(|| view! {
-                    <p class="notice" data-testid="token-notice" role="note">
-                        {format!(
-                            "This link carries an access token for the measured service ({}), which the person who sent it says is for this benchmark only. It goes to that service with each request and is never uploaded.",
-                            secrets.join(", ")
-                        )}
-                    </p>
+                {words.token_notice.clone().map(|notice| view! {
+                    <p class="notice" data-testid="token-notice" role="note">{notice}</p>
                 })}
                 <form class="start" on:submit=start.clone()>
                     <fieldset class="networks">
-                        <legend>"Which network are you on?"</legend>
+                        <legend>{landing::NETWORK_QUESTION}</legend>
                         {NetworkLabel::ALL.into_iter().map(|n| view! {
                             <label class="check">
                                 <input type="radio" name="network" value=n.name() data-testid=format!("network-{}", n.name())
@@ -371,38 +254,23 @@ fn StudyView(study: Study) -> impl IntoView {
                     </fieldset>
                     <label class="check consent">
                         <input type="checkbox" data-testid="consent" bind:checked=consent />
-                        {format!("Send the results to {} when the run finishes (what is and is not sent: below)", collector_host.get_value())}
+                        {words.consent.clone()}
                     </label>
-                    <button type="submit" class="primary big" data-testid="start-button">"Start"</button>
+                    <button type="submit" class="primary big" data-testid="start-button">{landing::START}</button>
                 </form>
                 <div class="landing-details">
                     <div>
-                        <h3>"What it does"</h3>
-                        <ul>{phases.clone()}</ul>
-                        {(!others.is_empty()).then(|| view! {
-                            <p class="status">{format!("Compared with: {}.", targets.iter().skip(1).map(|(l, o)| format!("{l} ({o})")).collect::<Vec<_>>().join(", "))}</p>
-                        })}
-                        <p class="status" data-testid="hosts">
-                            {format!("This browser sends requests to {hosts}, and nowhere else")}
-                            {format!(" (the results go to {} only if you agree above).", collector_host.get_value())}
-                        </p>
-                        <p class="status">"You can cancel at any time; what finished is kept."</p>
+                        <h3>{landing::WHAT_IT_DOES}</h3>
+                        <ul>{words.phases.iter().map(|p| view! { <li>{p.clone()}</li> }).collect::<Vec<_>>()}</ul>
+                        {words.compared.clone().map(|compared| view! { <p class="status">{compared}</p> })}
+                        <p class="status" data-testid="hosts">{words.hosts.clone()}</p>
+                        <p class="status">{landing::CANCEL}</p>
                     </div>
                     <div>
-                        <h3>"What is sent, if you agree"</h3>
-                        <ul>
-                            <li>"the times each request took, its status, and how it ended"</li>
-                            <li>"the target's address (its origin, not the full address)"</li>
-                            <li>"the network you pick above, and what your browser says of it (type, round trip, speed)"</li>
-                            <li>"your browser's name and major version, your operating system, phone or not"</li>
-                            <li>"how precise your browser's clock was, and which of the features this page reads it lacks"</li>
-                        </ul>
-                        <h3>"What is never sent"</h3>
-                        <ul>
-                            <li>"your IP address (the collector keeps none, not even in its logs)"</li>
-                            <li>"your full browser identification string, or any cookie"</li>
-                            <li>"API keys, or the text of the questions and answers"</li>
-                        </ul>
+                        <h3>{landing::WHAT_IS_SENT}</h3>
+                        <ul>{landing::SENT.map(|line| view! { <li>{line}</li> })}</ul>
+                        <h3>{landing::WHAT_IS_NEVER_SENT}</h3>
+                        <ul>{landing::NEVER_SENT.map(|line| view! { <li>{line}</li> })}</ul>
                     </div>
                 </div>
             </Show>

@@ -79,16 +79,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Builds the two bundles with `trunk build --release`, offline, with the wasm-opt xtask
 /// installed: the operator's pages (`index.html`) into `dist/`, the beta user's page
 /// (`run.html`) into `target/trunk-run/`, whose files are then copied beside the first
-/// (content-hashed names never collide; the stylesheet is the same file). Then the brotli
-/// and gzip copies the server sends ([`crate::compress`]).
+/// (content-hashed names never collide; the stylesheet is the same file), and the
+/// landing painter (`paint.html`) into `target/trunk-paint/`, whose module `run.html`
+/// then loads first ([`crate::paint`]). Then the brotli and gzip copies the server sends
+/// ([`crate::compress`]).
 pub fn build_app() -> anyhow::Result<()> {
     // Trunk is offline and passes --offline to cargo: the crates must be here first.
     shell::run(cargo().args(["fetch", "--quiet"]))?;
     let root = shell::workspace_root();
     let run_dist = root.join("target/trunk-run");
+    let paint_dist = root.join("target/trunk-paint");
     for (html, dist) in [
         ("index.html", root.join("dist")),
         ("run.html", run_dist.clone()),
+        ("paint.html", paint_dist.clone()),
     ] {
         shell::run(
             Command::new("trunk")
@@ -116,5 +120,6 @@ pub fn build_app() -> anyhow::Result<()> {
                 .with_context(|| format!("copying {}", path.display()))?;
         }
     }
+    crate::paint::add_to_run_page(&paint_dist, &root.join("dist"))?;
     crate::compress::precompress(&root.join("dist"))
 }

@@ -39,12 +39,14 @@ fn all(steps: &mut Steps) -> anyhow::Result<()> {
         build_native,
     )?;
     steps.step(
-        "clippy and build, the app for wasm32: every target, warnings denied",
+        "clippy and build, the app and its painter for wasm32: every target, warnings denied",
         || {
             shell::run(linted_cargo().args([
                 "test",
                 "--package",
                 "firsttoken",
+                "--package",
+                "firsttoken-paint",
                 "--target",
                 "wasm32-unknown-unknown",
                 "--all-targets",

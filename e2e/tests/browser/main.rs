@@ -5,6 +5,7 @@
 
 mod engines;
 mod lifecycle;
+mod painted;
 mod proxy;
 mod results_page;
 mod study_page;

@@ -390,6 +390,19 @@ async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Resul
         !reading.contains("one at a time:") && !reading.contains("side by side:"),
         "{reading}"
     );
+    // The level's own line gives no interval either: one batch cannot support one.
+    let levels = browser
+        .driver
+        .find(By::Css("[data-testid=concurrency-levels]"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        levels.contains("3 at once:")
+            && levels.contains("(no interval from only 1 batch; at least 3 are needed)")
+            && !levels.contains("95% interval"),
+        "{levels}"
+    );
     browser.screenshot("study-desktop-one-batch").await?;
     browser.quit().await
 }

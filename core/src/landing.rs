@@ -1,0 +1,374 @@
+//! What a beta user reads before pressing Start, in words: the one source of the
+//! landing's text, for whatever paints it. It depends on the study and on three facts
+//! about the page that opened it (its origin, its host, its default collector). No DOM,
+//! no I/O, no clock.
+
+use crate::plan::{PhasePlan, Plan};
+use crate::schema::origin_of;
+use crate::share::Study;
+
+/// A typical chat answer's length, for the duration estimate.
+const TYPICAL_REQUEST_S: f64 = 1.5;
+
+/// The page's header and footer, around every page of the app.
+pub const APP_NAME: &str = "firsttoken";
+pub const TAGLINE: &str = "How long you wait for the first token of an answer, measured from your own browser and network.";
+pub const FOOTER: &str = "Every time is measured in this browser with performance.now(), from just before the request is sent. Nothing is uploaded unless you agree.";
+/// Said by the Start button painted before the app arrives (it cannot start anything yet).
+pub const GETTING_READY: &str = "Getting ready: the page is still loading";
+
+/// The lead's words around the measured target's label and origin.
+pub const LEAD_START: &str = "This page measures how long ";
+pub const LEAD_MIDDLE: &str = "takes to start answering you, from this browser and this network: ";
+pub const NETWORK_QUESTION: &str = "Which network are you on?";
+pub const START: &str = "Start";
+pub const WHAT_IT_DOES: &str = "What it does";
+pub const CANCEL: &str = "You can cancel at any time; what finished is kept.";
+pub const WHAT_IS_SENT: &str = "What is sent, if you agree";
+pub const SENT: [&str; 5] = [
+    "the times each request took, its status, and how it ended",
+    "the target's address (its origin, not the full address)",
+    "the network you pick above, and what your browser says of it (type, round trip, speed)",
+    "your browser's name and major version, your operating system, phone or not",
+    "how precise your browser's clock was, and which of the features this page reads it lacks",
+];
+pub const WHAT_IS_NEVER_SENT: &str = "What is never sent";
+pub const NEVER_SENT: [&str; 3] = [
+    "your IP address (the collector keeps none, not even in its logs)",
+    "your full browser identification string, or any cookie",
+    "API keys, or the text of the questions and answers",
+];
+
+/// What the landing needs to know of the page that opened the link.
+#[derive(Debug, Clone, Copy)]
+pub struct Page<'a> {
+    /// `https://bench.example.com`: cookies go to this origin only.
+    pub origin: &'a str,
+    /// `bench.example.com`: named when the study sends this browser's cookies.
+    pub host: &'a str,
+    /// Where results go when the link names no collector: the page's own.
+    pub default_collector: &'a str,
+}
+
+/// The landing's words that depend on the study; the rest are the constants above.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Landing {
+    pub title: String,
+    /// The measured target's label and origin, for the lead.
+    pub target_label: String,
+    pub target_origin: String,
+    /// The lead's end: `12 requests, under a minute.`
+    pub lead_end: String,
+    /// Said when the study sends this browser's cookies to the page's own host.
+    pub session_notice: Option<String>,
+    /// Said when the link carries what looks like an access token.
+    pub token_notice: Option<String>,
+    /// Where the results go, and its host as the page names it.
+    pub collector_url: String,
+    pub collector_host: String,
+    /// The consent checkbox's label.
+    pub consent: String,
+    /// One line per phase, in order.
+    pub phases: Vec<String>,
+    /// `Compared with: direct (https://api.example.com).`, when other targets are.
+    pub compared: Option<String>,
+    /// Every host the run contacts, and nowhere else.
+    pub hosts: String,
+}
+
+/// Reads a link's part after `#` and checks it can run on this page: cookies go only to
+/// the page's own origin (`credentials: "same-origin"`), so a link that asks for them
+/// elsewhere asks for what the page will not do.
+pub fn open(fragment: &str, page_origin: &str) -> Result<Study, String> {
+    let study = Study::from_fragment(fragment).map_err(|e| e.to_string())?;
+    match study
+        .plan
+        .targets
+        .iter()
+        .find(|t| t.send_cookies && origin_of(&t.url).as_deref() != Some(page_origin))
+    {
+        Some(t) => Err(format!(
+            "target {:?} asks for this browser's cookies, but they are sent only to the page's own origin ({page_origin}), and it is on another",
+            t.label
+        )),
+        None => Ok(study),
+    }
+}
+
+impl Landing {
+    pub fn of(study: &Study, page: Page<'_>) -> Landing {
+        let plan = &study.plan;
+        let collector_url = study
+            .collector
+            .clone()
+            .unwrap_or_else(|| page.default_collector.to_owned());
+        let collector_host = origin_of(&collector_url)
+            .map(|o| o.split("://").nth(1).unwrap_or(&o).to_owned())
+            .unwrap_or_else(|| collector_url.clone());
+        let targets: Vec<(String, String)> = plan
+            .targets
+            .iter()
+            .map(|t| (t.label.clone(), origin_of(&t.url).unwrap_or_default()))
+            .collect();
+        let others: Vec<String> = targets.iter().skip(1).map(|(l, _)| l.clone()).collect();
+        let secrets = study.secret_headers();
+        let host = page.host;
+        Landing {
+            title: study.title.clone(),
+            target_label: targets[0].0.clone(),
+            target_origin: format!(" ({}) ", targets[0].1),
+            lead_end: format!(
+                "{} requests, {}.",
+                plan.total_requests(),
+                duration_estimate(plan)
+            ),
+            session_notice: plan.targets.iter().any(|t| t.send_cookies).then(|| format!(
+                "This measurement uses your signed-in session with {host}: this browser's cookies for {host} go with each request to it, as they do when you use it. They are never uploaded."
+            )),
+            token_notice: (!secrets.is_empty()).then(|| format!(
+                "This link carries an access token for the measured service ({}), which the person who sent it says is for this benchmark only. It goes to that service with each request and is never uploaded.",
+                secrets.join(", ")
+            )),
+            consent: format!(
+                "Send the results to {collector_host} when the run finishes (what is and is not sent: below)"
+            ),
+            phases: plan.phases.iter().map(|p| phase_words(p, &others)).collect(),
+            compared: (!others.is_empty()).then(|| {
+                format!(
+                    "Compared with: {}.",
+                    targets
+                        .iter()
+                        .skip(1)
+                        .map(|(l, o)| format!("{l} ({o})"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }),
+            hosts: format!(
+                "This browser sends requests to {}, and nowhere else (the results go to {collector_host} only if you agree above).",
+                plan.hosts().join(", ")
+            ),
+            collector_url,
+            collector_host,
+        }
+    }
+}
+
+/// The phase in words, for the landing.
+pub fn phase_words(phase: &PhasePlan, others: &[String]) -> String {
+    let plural = |n: u32, one: &str, many: &str| {
+        if n == 1 {
+            format!("1 {one}")
+        } else {
+            format!("{n} {many}")
+        }
+    };
+    match phase {
+        PhasePlan::Probe { requests } => format!(
+            "{} to time the network round trip",
+            plural(*requests, "small request", "small requests")
+        ),
+        PhasePlan::Warmup { requests } => format!(
+            "{} to open the connection (not counted)",
+            plural(*requests, "request", "requests")
+        ),
+        PhasePlan::Steady { requests } => format!(
+            "{} one after another",
+            plural(*requests, "chat request", "chat requests")
+        ),
+        PhasePlan::Fresh { requests } => format!(
+            "{}, each on a new connection",
+            plural(*requests, "request", "requests")
+        ),
+        PhasePlan::Concurrency {
+            levels,
+            requests_per_level,
+        } => format!(
+            "requests in groups sent at the same time ({} at once; about {requests_per_level} each)",
+            levels
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        PhasePlan::Cold { idle_ms } => format!(
+            "after waiting idle ({}), one request each",
+            idle_ms
+                .iter()
+                .map(|ms| wait(u64::from(*ms)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        PhasePlan::Compare { rounds } => {
+            format!("{rounds} rounds comparing with {}", others.join(", "))
+        }
+    }
+}
+
+/// "about 2 minutes", from a typical answer's length and the idle waits.
+pub fn duration_estimate(plan: &Plan) -> String {
+    let seconds = plan.expected_seconds(TYPICAL_REQUEST_S);
+    if seconds < 60.0 {
+        "under a minute".to_owned()
+    } else {
+        let minutes = (seconds / 60.0).ceil() as u32;
+        format!(
+            "about {minutes} minute{}",
+            if minutes == 1 { "" } else { "s" }
+        )
+    }
+}
+
+/// A wait someone chose, in the unit they would say it in: `500 ms`, `15 s`,
+/// `2 min`, `1 min 30 s`.
+pub fn wait(ms: u64) -> String {
+    if ms < 1000 {
+        return format!("{ms} ms");
+    }
+    let seconds = ms as f64 / 1000.0;
+    if ms < 60_000 {
+        return if ms.is_multiple_of(1000) {
+            format!("{} s", ms / 1000)
+        } else {
+            format!("{seconds:.1} s")
+        };
+    }
+    let whole = (seconds.round()) as u64;
+    let (minutes, rest) = (whole / 60, whole % 60);
+    if rest == 0 {
+        format!("{minutes} min")
+    } else {
+        format!("{minutes} min {rest} s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dialect::Dialect;
+    use crate::plan::TargetPlan;
+
+    const PAGE: Page<'static> = Page {
+        origin: "https://bench.example.com",
+        host: "bench.example.com",
+        default_collector: "https://bench.example.com/api/v1/runs",
+    };
+
+    fn target(label: &str, url: &str) -> TargetPlan {
+        TargetPlan::new(label, url, Dialect::OpenaiChat, r#"{"stream":true}"#)
+    }
+
+    fn study(plan: Plan) -> Study {
+        Study {
+            title: "Checkout assistant".into(),
+            plan,
+            collector: None,
+            carries_token: false,
+            study_id: None,
+        }
+    }
+
+    #[test]
+    fn waits_are_said_in_the_unit_one_would_choose() {
+        assert_eq!(wait(500), "500 ms");
+        assert_eq!(wait(15_000), "15 s");
+        assert_eq!(wait(2_500), "2.5 s");
+        assert_eq!(wait(120_000), "2 min");
+        assert_eq!(wait(90_000), "1 min 30 s");
+    }
+
+    /// Every phase in words, the lead and the hosts, for a plan with another target to
+    /// compare with and the page's own collector.
+    #[test]
+    fn a_study_reads_as_the_landing_says_it() {
+        let mut plan = Plan::steady(target("prod chat", "https://chat.example.com/v1/chat"), 10);
+        plan.targets
+            .push(target("direct", "https://api.example.com:8443/v1/chat"));
+        plan.phases = vec![
+            PhasePlan::Warmup { requests: 1 },
+            PhasePlan::Steady { requests: 10 },
+            PhasePlan::Concurrency {
+                levels: vec![1, 3],
+                requests_per_level: 9,
+            },
+            PhasePlan::Cold {
+                idle_ms: vec![15_000, 90_000],
+            },
+            PhasePlan::Compare { rounds: 5 },
+        ];
+        let landing = Landing::of(&study(plan), PAGE);
+        assert_eq!(landing.title, "Checkout assistant");
+        assert_eq!(landing.target_label, "prod chat");
+        assert_eq!(landing.target_origin, " (https://chat.example.com) ");
+        assert_eq!(
+            landing.phases,
+            [
+                "1 request to open the connection (not counted)",
+                "10 chat requests one after another",
+                "requests in groups sent at the same time (1, 3 at once; about 9 each)",
+                "after waiting idle (15 s, 1 min 30 s), one request each",
+                "5 rounds comparing with direct",
+            ]
+        );
+        assert_eq!(
+            landing.compared.as_deref(),
+            Some("Compared with: direct (https://api.example.com:8443).")
+        );
+        assert_eq!(
+            landing.hosts,
+            "This browser sends requests to chat.example.com, api.example.com:8443, and nowhere else (the results go to bench.example.com only if you agree above)."
+        );
+        assert_eq!(
+            landing.consent,
+            "Send the results to bench.example.com when the run finishes (what is and is not sent: below)"
+        );
+        assert_eq!(landing.collector_url, PAGE.default_collector);
+        assert_eq!(landing.session_notice, None);
+        assert_eq!(landing.token_notice, None);
+        // 1 + 10 + (9 × 1 + 3 × 3) + 2 + 5 rounds × 2 targets = 41 requests; 35 request
+        // times of 1.5 s (batches count once) and 105 s idle: 157.5 s, 3 minutes begun.
+        assert_eq!(landing.lead_end, "41 requests, about 3 minutes.");
+    }
+
+    /// A link that sends cookies is opened only on the page whose origin gets them, and
+    /// then says whose session it uses; a token in the link is named.
+    #[test]
+    fn cookies_and_tokens_are_said_before_start() {
+        let mut own = target("app", "https://bench.example.com/api/chat");
+        own.send_cookies = true;
+        own.headers
+            .insert("Authorization".into(), "Bearer secret".into());
+        let link = Study {
+            carries_token: true,
+            ..study(Plan::steady(own, 5))
+        }
+        .to_fragment();
+        let opened = open(&link, PAGE.origin).map(|s| Landing::of(&s, PAGE));
+        let landing = opened.as_ref().map_err(String::as_str);
+        assert_eq!(
+            landing.map(|l| l.session_notice.as_deref()),
+            Ok(Some(
+                "This measurement uses your signed-in session with bench.example.com: this browser's cookies for bench.example.com go with each request to it, as they do when you use it. They are never uploaded."
+            ))
+        );
+        assert!(
+            landing
+                .map(|l| l.token_notice.clone().unwrap_or_default())
+                .unwrap_or_default()
+                .contains("(app: Authorization)"),
+            "{landing:?}"
+        );
+        assert_eq!(
+            open(&link, "https://elsewhere.example.org").map(|s| s.title),
+            Err("target \"app\" asks for this browser's cookies, but they are sent only to the page's own origin (https://elsewhere.example.org), and it is on another".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_short_plan_takes_under_a_minute_and_a_long_one_says_its_minutes() {
+        let quick = Plan::steady(target("t", "https://chat.example.com/"), 10);
+        assert_eq!(duration_estimate(&quick), "under a minute");
+        let long = Plan::steady(target("t", "https://chat.example.com/"), 100);
+        assert_eq!(duration_estimate(&long), "about 3 minutes");
+    }
+}
