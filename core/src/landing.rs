@@ -54,7 +54,8 @@ pub struct Page<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Landing {
     pub title: String,
-    /// The measured target's label and origin, for the lead.
+    /// The measured target's label, and its origin as the lead writes it after the
+    /// label: ` (https://chat.example.com) `.
     pub target_label: String,
     pub target_origin: String,
     /// The lead's end: `12 requests, under a minute.`
@@ -219,21 +220,23 @@ pub fn duration_estimate(plan: &Plan) -> String {
     }
 }
 
-/// A wait someone chose, in the unit they would say it in: `500 ms`, `15 s`,
-/// `2 min`, `1 min 30 s`.
+/// A wait someone chose, in the unit they would say it in: `500 ms`, `15 s`, `2.5 s`,
+/// `2 min`, `1 min 30 s`. Whole-number arithmetic, halves rounded up: formatting a float
+/// would bring the standard library's float printing (about 10 KB) into the landing
+/// painter.
 pub fn wait(ms: u64) -> String {
     if ms < 1000 {
         return format!("{ms} ms");
     }
-    let seconds = ms as f64 / 1000.0;
     if ms < 60_000 {
+        let tenths = (ms + 50) / 100;
         return if ms.is_multiple_of(1000) {
             format!("{} s", ms / 1000)
         } else {
-            format!("{seconds:.1} s")
+            format!("{}.{} s", tenths / 10, tenths % 10)
         };
     }
-    let whole = (seconds.round()) as u64;
+    let whole = (ms + 500) / 1000;
     let (minutes, rest) = (whole / 60, whole % 60);
     if rest == 0 {
         format!("{minutes} min")
@@ -273,6 +276,11 @@ mod tests {
         assert_eq!(wait(500), "500 ms");
         assert_eq!(wait(15_000), "15 s");
         assert_eq!(wait(2_500), "2.5 s");
+        assert_eq!(wait(2_250), "2.3 s");
+        assert_eq!(wait(2_249), "2.2 s");
+        assert_eq!(wait(59_960), "60.0 s");
+        assert_eq!(wait(60_000), "1 min");
+        assert_eq!(wait(89_499), "1 min 29 s");
         assert_eq!(wait(120_000), "2 min");
         assert_eq!(wait(90_000), "1 min 30 s");
     }

@@ -23,6 +23,8 @@ fn paint() -> Option<()> {
     let origin = location.origin().ok()?;
     let host = location.host().ok()?;
     let study = landing::open(&location.hash().ok()?, &origin).ok()?;
+    // Where the app's own collector is, as the app's `browser::app_root` works it out:
+    // the page's origin and the base path the server wrote into the page.
     let base = document
         .query_selector("meta[name=firsttoken-base]")
         .ok()
@@ -199,6 +201,7 @@ impl Painter {
             &networks,
             &[self.text("legend", &[], landing::NETWORK_QUESTION)],
         )?;
+        let guess = NetworkLabel::guess(connection_type().as_deref());
         for network in NetworkLabel::ALL {
             let label = self.element("label", &[("class", "check")])?;
             let radio = [
@@ -206,7 +209,11 @@ impl Painter {
                 ("name", "network"),
                 ("value", network.name()),
             ];
-            self.add(&label, &[self.element("input", &radio)])?;
+            let radio = self.element("input", &radio)?;
+            if network == guess {
+                radio.set_attribute("checked", "").ok()?;
+            }
+            self.add(&label, &[Some(radio)])?;
             self.add_text(&label, network.title())?;
             self.add(&networks, &[Some(label)])?;
         }
@@ -233,4 +240,17 @@ impl Painter {
         )?;
         Some(form)
     }
+}
+
+/// `navigator.connection.type`, where the browser has one (Chrome on Android), read as
+/// the app reads it (`network_hint` in src/pages/study.rs), so the same choice is ticked.
+fn connection_type() -> Option<String> {
+    let navigator = web_sys::window()?.navigator();
+    let connection = js_sys::Reflect::get(&navigator, &"connection".into()).ok()?;
+    if !connection.is_object() {
+        return None;
+    }
+    js_sys::Reflect::get(&connection, &"type".into())
+        .ok()?
+        .as_string()
 }

@@ -52,18 +52,15 @@ pub fn StudyPage() -> impl IntoView {
     }
 }
 
-/// The network the browser says it is on, where it says (Chrome on Android does).
+/// The network the browser says it is on, where it says (Chrome on Android does); the
+/// landing painter (`paint/`) guesses the same way.
 fn network_hint() -> NetworkLabel {
     let kind = web_sys::window()
         .and_then(|w| js_sys::Reflect::get(&w.navigator(), &"connection".into()).ok())
         .filter(|c| c.is_object())
         .and_then(|c| js_sys::Reflect::get(&c, &"type".into()).ok())
         .and_then(|t| t.as_string());
-    match kind.as_deref() {
-        Some("cellular") => NetworkLabel::Cellular,
-        Some("wifi") => NetworkLabel::Wifi,
-        _ => NetworkLabel::Unknown,
-    }
+    NetworkLabel::guess(kind.as_deref())
 }
 
 /// "about 40 s left", from how long requests have taken so far and the idle waits ahead.

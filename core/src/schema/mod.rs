@@ -249,6 +249,17 @@ impl NetworkLabel {
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|n| n.name() == name)
     }
+
+    /// The label the landing ticks before the user picks one, from the type of network
+    /// the browser says it is on (`navigator.connection.type`, where there is one:
+    /// Chrome on Android): cellular or Wi-Fi when it says so, otherwise "Not sure".
+    pub fn guess(connection_type: Option<&str>) -> Self {
+        match connection_type {
+            Some("cellular") => NetworkLabel::Cellular,
+            Some("wifi") => NetworkLabel::Wifi,
+            _ => NetworkLabel::Unknown,
+        }
+    }
 }
 
 /// Why a request did not give a complete answer. Failed requests are samples too.
@@ -435,6 +446,34 @@ mod tests {
     use super::ids::check_origin;
     use super::*;
     use crate::dialect::{Timings, Usage};
+
+    /// The Network Information API's types (`bluetooth`, `cellular`, `ethernet`, `none`,
+    /// `mixed`, `other`, `unknown`, `wifi`, `wimax`): only cellular and Wi-Fi name a
+    /// label; an Ethernet link could be fiber or cable, so it is left to the user.
+    #[test]
+    fn the_network_guess_names_only_what_the_browser_says() {
+        assert_eq!(
+            NetworkLabel::guess(Some("cellular")),
+            NetworkLabel::Cellular
+        );
+        assert_eq!(NetworkLabel::guess(Some("wifi")), NetworkLabel::Wifi);
+        for other in [
+            "ethernet",
+            "bluetooth",
+            "wimax",
+            "mixed",
+            "other",
+            "unknown",
+            "none",
+        ] {
+            assert_eq!(
+                NetworkLabel::guess(Some(other)),
+                NetworkLabel::Unknown,
+                "{other}"
+            );
+        }
+        assert_eq!(NetworkLabel::guess(None), NetworkLabel::Unknown);
+    }
 
     #[test]
     fn origins() {

@@ -87,6 +87,10 @@ async fn the_landing_is_painted_before_the_app_arrives_in_the_apps_words() -> an
                 .await?
                 .is_empty()
         );
+        let ticked = "document.querySelector('input[name=network]:checked')?.value ?? null";
+        let painted_network = driver
+            .execute(&format!("return {ticked}"), Vec::new())
+            .await?;
         browser.screenshot(&format!("study-{name}-painted")).await?;
 
         cdp.send_raw("Network.setBlockedURLs", json!({ "urls": [] }))
@@ -110,6 +114,16 @@ async fn the_landing_is_painted_before_the_app_arrives_in_the_apps_words() -> an
         assert_eq!(landings.len(), 1);
         let app = landings[0].text().await?;
         assert_eq!(painted, app);
+        // The same network is ticked (the browser's guess, or "Not sure").
+        let app_network = driver
+            .execute(&format!("return {ticked}"), Vec::new())
+            .await?;
+        assert_eq!(painted_network.json(), app_network.json());
+        assert!(
+            painted_network.json().is_string(),
+            "{:?}",
+            painted_network.json()
+        );
         // Every study-dependent part is in it.
         for words in [
             "Painted before the app",
