@@ -16,6 +16,10 @@ pub const TAGLINE: &str = "How long you wait for the first token of an answer, m
 pub const FOOTER: &str = "Every time is measured in this browser with performance.now(), from just before the request is sent. Nothing is uploaded unless you agree.";
 /// Said by the Start button painted before the app arrives (it cannot start anything yet).
 pub const GETTING_READY: &str = "Getting ready: the page is still loading";
+/// Said under the painted Start when the app has not come within
+/// [`STILL_LOADING_AFTER_MS`]: a slow network, or a page that will not finish.
+pub const STILL_LOADING: &str = "The rest of the page is still on its way, which takes a while on a slow network. If Start stays grey, reload the page.";
+pub const STILL_LOADING_AFTER_MS: i32 = 15_000;
 
 /// The lead's words around the measured target's label and origin.
 pub const LEAD_START: &str = "This page measures how long ";

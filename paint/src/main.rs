@@ -5,10 +5,14 @@
 //! removes `#painted` in the same task in which it mounts its own, and if the app came
 //! first, nothing is painted.
 //!
-//! A link the app would refuse is not painted: the app says why when it arrives.
+//! A link the app would refuse is not painted: the app says why when it arrives. If the
+//! app has not come after 15 s, a line under Start says the page is still loading and
+//! to reload it if Start stays grey.
 
 use firsttoken_core::NetworkLabel;
 use firsttoken_core::landing::{self, Landing, Page};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::closure::Closure;
 use web_sys::{Document, Element};
 
 fn main() {
@@ -52,6 +56,14 @@ fn paint() -> Option<()> {
     let painter = Painter { document };
     let painted = painter.page(&words)?;
     painter.document.body()?.append_child(&painted).ok()?;
+    // A page whose app never comes would otherwise show a grey Start for ever.
+    let later = Closure::once_into_js(move || painter.still_loading());
+    window
+        .set_timeout_with_callback_and_timeout_and_arguments_0(
+            later.unchecked_ref(),
+            landing::STILL_LOADING_AFTER_MS,
+        )
+        .ok()?;
     Some(())
 }
 
@@ -192,6 +204,30 @@ impl Painter {
         self.add(&details, &[Some(does), Some(sent)])?;
         self.add(&section, &[self.form(words), Some(details)])?;
         Some(section)
+    }
+
+    /// Says, under the painted Start, that the rest of the page has not come yet, if
+    /// the painted landing is still there (the app removes it when it comes).
+    fn still_loading(&self) {
+        let form = self
+            .document
+            .query_selector("#painted form.start")
+            .ok()
+            .flatten();
+        if let (Some(form), Some(line)) = (
+            form,
+            self.text(
+                "p",
+                &[
+                    ("class", "status"),
+                    ("role", "status"),
+                    ("data-testid", "painted-still-loading"),
+                ],
+                landing::STILL_LOADING,
+            ),
+        ) {
+            let _ = form.append_child(&line);
+        }
     }
 
     fn form(&self, words: &Landing) -> Option<Element> {

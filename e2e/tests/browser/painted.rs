@@ -92,6 +92,18 @@ async fn the_landing_is_painted_before_the_app_arrives_in_the_apps_words() -> an
             .execute(&format!("return {ticked}"), Vec::new())
             .await?;
         browser.screenshot(&format!("study-{name}-painted")).await?;
+        if name == "desktop" {
+            // An app that does not come: after a while the page says what to do.
+            let still = browser
+                .wait_for_text("[data-testid=painted-still-loading]", WAIT, |t| {
+                    !t.is_empty()
+                })
+                .await?;
+            assert_eq!(still, firsttoken_core::landing::STILL_LOADING);
+            browser
+                .screenshot("study-desktop-painted-still-loading")
+                .await?;
+        }
 
         cdp.send_raw("Network.setBlockedURLs", json!({ "urls": [] }))
             .await?;
