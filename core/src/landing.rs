@@ -5,7 +5,7 @@
 
 use crate::plan::{PhasePlan, Plan};
 use crate::schema::origin_of;
-use crate::share::Study;
+use crate::share::{RUNS_PATH, Study};
 
 /// A typical chat answer's length, for the duration estimate.
 const TYPICAL_REQUEST_S: f64 = 1.5;
@@ -50,8 +50,20 @@ pub struct Page<'a> {
     pub origin: &'a str,
     /// `bench.example.com`: named when the study sends this browser's cookies.
     pub host: &'a str,
-    /// Where results go when the link names no collector: the page's own.
-    pub default_collector: &'a str,
+    /// The path the app is served under (`/firsttoken`, or empty at the root): results
+    /// go to the page's own collector, there, when the link names no other.
+    pub base_path: &'a str,
+}
+
+impl Page<'_> {
+    /// The page's own collector: `https://bench.example.com/firsttoken/api/v1/runs`.
+    pub fn default_collector(&self) -> String {
+        format!(
+            "{}{}{RUNS_PATH}",
+            self.origin,
+            self.base_path.trim_end_matches('/')
+        )
+    }
 }
 
 /// The landing's words that depend on the study; the rest are the constants above.
@@ -106,7 +118,7 @@ impl Landing {
         let collector_url = study
             .collector
             .clone()
-            .unwrap_or_else(|| page.default_collector.to_owned());
+            .unwrap_or_else(|| page.default_collector());
         let collector_host = origin_of(&collector_url)
             .map(|o| o.split("://").nth(1).unwrap_or(&o).to_owned())
             .unwrap_or_else(|| collector_url.clone());
@@ -258,7 +270,7 @@ mod tests {
     const PAGE: Page<'static> = Page {
         origin: "https://bench.example.com",
         host: "bench.example.com",
-        default_collector: "https://bench.example.com/api/v1/runs",
+        base_path: "",
     };
 
     fn target(label: &str, url: &str) -> TargetPlan {
@@ -334,7 +346,10 @@ mod tests {
             landing.consent,
             "Send the results to bench.example.com when the run finishes (what is and is not sent: below)"
         );
-        assert_eq!(landing.collector_url, PAGE.default_collector);
+        assert_eq!(
+            landing.collector_url,
+            "https://bench.example.com/api/v1/runs"
+        );
         assert_eq!(landing.session_notice, None);
         assert_eq!(landing.token_notice, None);
         // 1 + 10 + (9 × 1 + 3 × 3) + 2 + 5 rounds × 2 targets = 41 requests; 35 request
@@ -373,6 +388,19 @@ mod tests {
         assert_eq!(
             open(&link, "https://elsewhere.example.org").map(|s| s.title),
             Err("target \"app\" asks for this browser's cookies, but they are sent only to the page's own origin (https://elsewhere.example.org), and it is on another".to_owned())
+        );
+    }
+
+    /// Under a base path, the page's own collector is under it too.
+    #[test]
+    fn the_default_collector_is_under_the_base_path() {
+        let page = Page {
+            base_path: "/firsttoken/",
+            ..PAGE
+        };
+        assert_eq!(
+            page.default_collector(),
+            "https://bench.example.com/firsttoken/api/v1/runs"
         );
     }
 

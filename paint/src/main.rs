@@ -27,8 +27,8 @@ fn paint() -> Option<()> {
     let origin = location.origin().ok()?;
     let host = location.host().ok()?;
     let study = landing::open(&location.hash().ok()?, &origin).ok()?;
-    // Where the app's own collector is, as the app's `browser::app_root` works it out:
-    // the page's origin and the base path the server wrote into the page.
+    // The base path the server wrote into the page, read as the app's
+    // `browser::base_path` reads it.
     let base = document
         .query_selector("meta[name=firsttoken-base]")
         .ok()
@@ -40,11 +40,7 @@ fn paint() -> Option<()> {
         Page {
             origin: &origin,
             host: &host,
-            default_collector: &format!(
-                "{origin}{}{}",
-                base.trim_end_matches('/'),
-                firsttoken_core::share::RUNS_PATH
-            ),
+            base_path: &base,
         },
     );
     // The app's module may have come first (from the cache, say): then it is there,

@@ -10,7 +10,6 @@ use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;
 
 use crate::browser;
-use crate::collector;
 use crate::components::axis::phase_title;
 use crate::components::live::{ConcurrencyChart, PhaseDistributions, Timeline, Waterfall};
 use crate::components::report_view::ReportView;
@@ -122,7 +121,7 @@ fn StudyView(study: Study) -> impl IntoView {
         landing::Page {
             origin: &browser::page_origin(),
             host: &page_host,
-            default_collector: &format!("{}{}", browser::app_root(), collector::RUNS_PATH),
+            base_path: &browser::base_path(),
         },
     );
     let collector_url = words.collector_url.clone();

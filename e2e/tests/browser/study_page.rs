@@ -320,17 +320,11 @@ async fn a_beta_user_runs_the_quick_protocol_on_a_phone() -> anyhow::Result<()> 
 #[tokio::test]
 async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
-    let (browser, reading) = serial_server_reading(&server, "serial-e2e", 9).await?;
+    let (browser, reading, levels) = serial_server_reading(&server, "serial-e2e", 9).await?;
     assert!(
         reading.starts_with("Your server appears to handle requests one at a time"),
         "{reading}"
     );
-    let levels = browser
-        .driver
-        .find(By::Css("[data-testid=concurrency-levels]"))
-        .await?
-        .text()
-        .await?;
     assert!(
         levels.contains("1 at once: first token at") && levels.contains("3 at once"),
         "{levels}"
@@ -340,13 +334,13 @@ async fn a_server_that_serves_one_request_at_a_time_is_called_so() -> anyhow::Re
 }
 
 /// Runs a concurrency phase at 1 and 3 at once, `requests` per level, against a demo that
-/// serves one request at a time (its own `pool`), in Chromium, and returns the browser and
-/// the page's reading of it.
+/// serves one request at a time (its own `pool`), in Chromium, and returns the browser,
+/// the page's reading of it and the list of levels beneath.
 async fn serial_server_reading(
     server: &TestServer,
     pool: &str,
     requests: u32,
-) -> anyhow::Result<(Browser, String)> {
+) -> anyhow::Result<(Browser, String, String)> {
     let target = server.demo_target(&format!(
         "first_token_ms=5&itl_ms=4&tokens=6&pre_model_ms=200&slots=1&pool={pool}"
     ));
@@ -371,7 +365,13 @@ async fn serial_server_reading(
             |t| !t.is_empty(),
         )
         .await?;
-    Ok((browser, reading))
+    let levels = browser
+        .driver
+        .find(By::Css("[data-testid=concurrency-levels]"))
+        .await?
+        .text()
+        .await?;
+    Ok((browser, reading, levels))
 }
 
 /// One batch at 3 at once is too few to tell a one-at-a-time server from one that
@@ -379,7 +379,7 @@ async fn serial_server_reading(
 #[tokio::test]
 async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
-    let (browser, reading) = serial_server_reading(&server, "one-batch-e2e", 3).await?;
+    let (browser, reading, levels) = serial_server_reading(&server, "one-batch-e2e", 3).await?;
     assert!(
         reading.starts_with(
             "Not enough requests to tell how your server handles simultaneous requests: with 3 at once"
@@ -391,12 +391,6 @@ async fn one_batch_is_not_enough_to_tell_and_the_page_says_so() -> anyhow::Resul
         "{reading}"
     );
     // The level's own line gives no interval either: one batch cannot support one.
-    let levels = browser
-        .driver
-        .find(By::Css("[data-testid=concurrency-levels]"))
-        .await?
-        .text()
-        .await?;
     assert!(
         levels.contains("3 at once:")
             && levels.contains("(no interval from only 1 batch; at least 3 are needed)")
