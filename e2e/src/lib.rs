@@ -128,13 +128,27 @@ impl TestServer {
         Self::with(test_config(None)).await
     }
 
+    /// A collector that will [`stop`](TestServer::stop) and [`resume`](TestServer::resume)
+    /// on the same port. Its port is below the kernel's ephemeral range, where neither a
+    /// `bind(0)` nor an outgoing connection's own port can take it while it is closed
+    /// (one did: "Address already in use" on resuming), and no other server of this
+    /// process gets the same one.
+    pub async fn collector_that_goes_away() -> anyhow::Result<Self> {
+        let tcp = stable_port_listener().await?;
+        Self::listening(test_config(None), tcp).await
+    }
+
     async fn with(config: Config) -> anyhow::Result<Self> {
-        let data = tempfile::tempdir()?;
-        let url = format!("sqlite://{}", data.path().join("runs.db").display());
-        let db = Db::connect(&url).await?;
         let tcp = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .context("binding a loopback port")?;
+        Self::listening(config, tcp).await
+    }
+
+    async fn listening(config: Config, tcp: tokio::net::TcpListener) -> anyhow::Result<Self> {
+        let data = tempfile::tempdir()?;
+        let url = format!("sqlite://{}", data.path().join("runs.db").display());
+        let db = Db::connect(&url).await?;
         let mut server = Self {
             address: tcp.local_addr()?,
             db,
@@ -239,4 +253,29 @@ impl TestServer {
         let record = self.db.run_record(&ids[0]).await?.context("stored")?;
         Ok(serde_json::from_str(&record)?)
     }
+}
+
+/// A loopback listener on a port below the kernel's ephemeral range
+/// (`/proc/sys/net/ipv4/ip_local_port_range`; 32768 where it cannot be read), from a
+/// process-wide counter that starts at an offset of the process id, so that two test runs
+/// at once seldom meet and one run never hands a port out twice.
+async fn stable_port_listener() -> anyhow::Result<tokio::net::TcpListener> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const SPAN: u32 = 8_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32_768);
+    let low = ephemeral_low.saturating_sub(SPAN).max(1_024);
+    let span = ephemeral_low.saturating_sub(low).max(1);
+    let start = std::process::id() % span;
+    for _ in 0..100 {
+        let offset = (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let port = u16::try_from(low + offset).context("a port number")?;
+        if let Ok(tcp) = tokio::net::TcpListener::bind(("127.0.0.1", port)).await {
+            return Ok(tcp);
+        }
+    }
+    bail!("no free loopback port below {ephemeral_low} after 100 tries")
 }

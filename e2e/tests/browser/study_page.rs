@@ -422,7 +422,7 @@ async fn in_webkit_a_collector_that_is_away_gets_the_run_later_exactly_once() ->
 /// reload, is sent once when the collector is back, and can be deleted from it.
 async fn collector_away(engine: Engine) -> anyhow::Result<()> {
     let app = TestServer::start().await?;
-    let mut collector = TestServer::collector().await?;
+    let mut collector = TestServer::collector_that_goes_away().await?;
     let plan = Plan::steady(app.demo_target(FAST), 5);
     let link = app.link(&study(plan, Some(collector.url("/api/v1/runs"))));
     collector.stop().await;
