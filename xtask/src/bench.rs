@@ -10,7 +10,8 @@ use crate::tools;
 #[derive(clap::Args)]
 pub struct Args {
     /// Run only these: first_load, engine_bias, fetch_options (the app in headless
-    /// Chromium), load, ingest_cost, attack (the collector)
+    /// Chromium), page_floor (the page's size floor), load, ingest_cost, attack (the
+    /// collector)
     only: Vec<String>,
 }
 
@@ -27,6 +28,11 @@ const IN_BROWSER: [(&str, &str); 3] = [
         "what the engine's fetch() options and its pause between batches cost a JS reader",
     ),
 ];
+/// Sizes, built and measured by xtask itself ([`crate::floor`]).
+const SIZES: [(&str, &str); 1] = [(
+    "page_floor",
+    "how small a Leptos page that runs this engine can be, as served",
+)];
 /// The collector's benchmarks are examples of the server crate, built for release.
 const COLLECTOR: [(&str, &str); 3] = [
     ("load", "the collector under load (release build)"),
@@ -43,6 +49,7 @@ const COLLECTOR: [(&str, &str); 3] = [
 pub fn bench(args: Args) -> anyhow::Result<()> {
     let known: Vec<&str> = IN_BROWSER
         .iter()
+        .chain(&SIZES)
         .chain(&COLLECTOR)
         .map(|(n, _)| *n)
         .collect();
@@ -54,11 +61,14 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
     }
     let wanted = |name: &str| args.only.is_empty() || args.only.iter().any(|n| n == name);
     let browser: Vec<_> = IN_BROWSER.iter().filter(|(n, _)| wanted(n)).collect();
+    let sizes: Vec<_> = SIZES.iter().filter(|(n, _)| wanted(n)).collect();
     let collector: Vec<_> = COLLECTOR.iter().filter(|(n, _)| wanted(n)).collect();
 
     let mut steps = Steps::default();
-    if !browser.is_empty() {
+    if !browser.is_empty() || !sizes.is_empty() {
         steps.step("install missing tools", tools::ensure_for_browser)?;
+    }
+    if !browser.is_empty() {
         steps.step("build the app (trunk build --release)", build_app)?;
     }
     if !collector.is_empty() {
@@ -83,6 +93,9 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
                     .envs(tools::driver_env()),
             )
         })?;
+    }
+    for (_, name) in sizes {
+        steps.step(name, crate::floor::page_floor)?;
     }
     for (example, name) in collector {
         steps.step(name, || {

@@ -3,6 +3,7 @@
 
 mod bench;
 mod compress;
+mod floor;
 mod paint;
 mod run;
 mod shell;
