@@ -52,9 +52,9 @@ pub struct Column {
     pub name: &'static str,
     /// What it holds, in README's column table.
     pub meaning: &'static str,
-    /// Its column in the collector's `samples` table, when it is stored there (exports
-    /// and purges choose samples by those); the collector's exports read every column
-    /// from the stored record, so an unstored column is still exported.
+    /// Its column in the collector's `samples` table, when it is stored there (an export
+    /// takes a run's matching samples by those); the collector's exports read every
+    /// column from the stored record, so an unstored column is still exported.
     pub stored_as: Option<&'static str>,
     read: for<'a> fn(&Line<'a>) -> Value<'a>,
 }

@@ -1,6 +1,8 @@
-//! Cells: what summaries read instead of samples. A cell is one run's samples of one
-//! combination of the dimensions summaries group and filter by, with their count, their
-//! failures by class and sketches of their times (`firsttoken_core::sketch`). The writer
+//! Cells: what summaries read instead of samples, and what exports and purges choose runs
+//! by. A cell is one run's samples of one combination of the dimensions summaries group
+//! and filter by, with their count, their failures by class and sketches of their times
+//! (`firsttoken_core::sketch`). Its samples share every column a filter names, so a
+//! sample matches a filter exactly when its cell does. The writer
 //! stores a run's cells in the transaction that stores its samples, so the two never
 //! disagree; a run deleted or purged takes its cells with it (`ON DELETE CASCADE`).
 //!

@@ -1,5 +1,6 @@
 //! What summaries, exports and purges select: filters on the columns a sample row carries,
-//! and the dimensions a summary groups by.
+//! and the dimensions a summary groups by. A cell carries the same columns with the same
+//! values for all its samples, so a filter reads the same on `samples` and on `cells`.
 
 pub use firsttoken_core::summary::Dimension;
 use sqlx::{Database, Encode, QueryBuilder, Type};
@@ -12,9 +13,9 @@ pub enum Kind {
     Int,
 }
 
-/// Where a dimension lives in the samples table.
+/// Where a dimension lives in the `samples` and `cells` tables.
 pub trait Column {
-    /// The samples column (named as the dimension).
+    /// The column (named as the dimension).
     fn column(self) -> &'static str;
     fn kind(self) -> Kind;
 }
@@ -113,7 +114,26 @@ impl Filter {
         i64: 'a + Encode<'a, DB> + Type<DB>,
         bool: 'a + Encode<'a, DB> + Type<DB>,
     {
-        let mut clause = Clause::new(query);
+        self.push_conditions(Clause::new(query, false));
+    }
+
+    /// Appends ` AND …` for each of this filter's conditions to `query`, which already
+    /// has its ` WHERE`.
+    pub fn push_and<'a, DB: Database>(&self, query: &mut QueryBuilder<'a, DB>)
+    where
+        String: 'a + Encode<'a, DB> + Type<DB>,
+        i64: 'a + Encode<'a, DB> + Type<DB>,
+        bool: 'a + Encode<'a, DB> + Type<DB>,
+    {
+        self.push_conditions(Clause::new(query, true));
+    }
+
+    fn push_conditions<'a, DB: Database>(&self, mut clause: Clause<'_, 'a, DB>)
+    where
+        String: 'a + Encode<'a, DB> + Type<DB>,
+        i64: 'a + Encode<'a, DB> + Type<DB>,
+        bool: 'a + Encode<'a, DB> + Type<DB>,
+    {
         match self.demo {
             DemoSamples::Exclude => {
                 clause.next().push("target_demo = ").push_bind(false);
@@ -148,11 +168,9 @@ struct Clause<'q, 'a, DB: Database> {
 }
 
 impl<'q, 'a, DB: Database> Clause<'q, 'a, DB> {
-    fn new(query: &'q mut QueryBuilder<'a, DB>) -> Self {
-        Self {
-            query,
-            started: false,
-        }
+    /// `started`: the query already has its ` WHERE`.
+    fn new(query: &'q mut QueryBuilder<'a, DB>, started: bool) -> Self {
+        Self { query, started }
     }
 
     fn next(&mut self) -> &mut QueryBuilder<'a, DB> {

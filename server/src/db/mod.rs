@@ -35,6 +35,7 @@ macro_rules! with_pool {
 
 mod cells;
 pub mod partitions;
+mod sample_rows;
 mod write;
 
 /// What storing a run did.
@@ -337,9 +338,11 @@ impl Db {
                 Ok(delete.build().execute(pool).await?.rows_affected())
             });
         }
+        // A sample matches exactly when its cell does (a cell's samples share every
+        // column a filter names), so the runs are chosen by their cells: far fewer rows.
         with_pool!(self, |pool| {
             let mut delete =
-                QueryBuilder::new("DELETE FROM runs WHERE run_id IN (SELECT run_id FROM samples");
+                QueryBuilder::new("DELETE FROM runs WHERE run_id IN (SELECT run_id FROM cells");
             filter.push_where(&mut delete);
             delete.push(")");
             Ok(delete.build().execute(pool).await?.rows_affected())
@@ -365,8 +368,9 @@ impl Db {
 
     /// Sends each run with samples matching `filter` to `runs_out`, oldest first, read
     /// back from its stored record with the indexes of the matching samples; stops when
-    /// the receiver is gone (the client hung up). The `samples` table only chooses which
-    /// samples: every exported value comes from the record, through core's one row.
+    /// the receiver is gone (the client hung up). The runs are chosen by their cells, and
+    /// their samples through the `samples` table; every exported value comes from the
+    /// record, through core's one row.
     pub async fn export_runs(
         &self,
         filter: &Filter,
@@ -379,11 +383,16 @@ impl Db {
             Pool::Postgres(_) => "string_agg(idx::text, ',')",
         };
         with_pool!(self, |pool| {
+            // The runs are chosen by their cells, and then their samples by the filter
+            // again, found by the run's id (the samples' primary key starts with it).
             let mut select = QueryBuilder::new(format!(
                 "SELECT r.received_at_ms, r.record, m.indexes FROM runs r JOIN \
                  (SELECT run_id, {aggregate} AS indexes FROM samples"
             ));
+            select.push(" WHERE run_id IN (SELECT run_id FROM cells");
             filter.push_where(&mut select);
+            select.push(")");
+            filter.push_and(&mut select);
             select.push(
                 " GROUP BY run_id) m ON m.run_id = r.run_id ORDER BY r.received_at_ms, r.run_id",
             );

@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
-use firsttoken_core::export::{self, Line, Value};
-use firsttoken_core::{Run, Sample};
+use firsttoken_core::Run;
 use sqlx::QueryBuilder;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use super::sample_rows::{self, InsertSamples};
 use super::{Pool, Stored, cells};
 
 /// Uploads waiting for the writer. A full queue makes the next upload wait (its handler
@@ -38,14 +38,11 @@ const SAMPLES_PER_COMMIT: usize = 20_000;
 /// it writes).
 const POSTGRES_WRITERS: usize = 4;
 
-/// Every statement here has as many rows or ids as the batch has, so each is written
-/// once: they are not kept prepared (`persistent(false)`). sqlx keeps up to 100 prepared
-/// statements per connection, and a SQLite statement inserting a thousand rows of 33
-/// values is about a megabyte of program: kept, they held hundreds of megabytes.
-///
-/// How many sample rows one INSERT may carry: a bound parameter per stored column (core's
-/// `export::COLUMNS`), and SQLite allows 32766 per statement (PostgreSQL 65535).
-const SAMPLES_PER_INSERT: usize = 32_766 / export::STORED_COUNT;
+// Every statement here but PostgreSQL's sample rows has as many rows or ids as the batch
+// has, so each is written once: they are not kept prepared (`persistent(false)`). sqlx
+// keeps up to 100 prepared statements per connection, and a SQLite statement inserting a
+// thousand rows of 33 values is about a megabyte of program: kept, they held hundreds of
+// megabytes.
 
 /// A run ready to store, with everything the writer needs.
 #[derive(Debug)]
@@ -259,42 +256,12 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             earlier.extend(rows);
         }
 
-        let rows: Vec<(&Upload, &Sample)> = firsts
+        let rows: Vec<sample_rows::Row> = firsts
             .iter()
             .filter(|u| created.contains(&u.run.run_id))
-            .flat_map(|u| u.run.samples.iter().map(move |s| (*u, s)))
+            .flat_map(|u| u.run.samples.iter().map(|s| (&u.run, s, u.received_at_ms)))
             .collect();
-        // The stored columns and their values come from core's one definition of a row.
-        let columns: Vec<&str> = export::stored_columns()
-            .filter_map(|c| c.stored_as)
-            .collect();
-        let into = format!("INSERT INTO samples ({}) ", columns.join(", "));
-        for chunk in rows.chunks(SAMPLES_PER_INSERT) {
-            let mut insert = QueryBuilder::new(&into);
-            insert.push_values(chunk, |mut row, (u, s)| {
-                let line = Line {
-                    run: &u.run,
-                    sample: s,
-                    received_at_ms: Some(u.received_at_ms),
-                };
-                for column in export::stored_columns() {
-                    match column.value(&line) {
-                        Value::Text(text) => row.push_bind(text),
-                        Value::Int(n) => row.push_bind(n),
-                        Value::Real(x) => row.push_bind(x),
-                        Value::Bool(b) => row.push_bind(b),
-                        // core's tests keep lists out of the stored columns.
-                        Value::Reals(_) => unreachable!("{} is a list", column.name),
-                    };
-                }
-            });
-            insert
-                .build()
-                .persistent(false)
-                .execute(&mut *tx)
-                .await
-                .context("inserting samples")?;
-        }
+        (*tx).insert_samples(&rows).await?;
         // Each new run's cells, for summaries: in this transaction, so they never disagree
         // with the samples.
         let cells: Vec<cells::CellRow> = firsts
