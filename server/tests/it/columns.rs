@@ -189,3 +189,51 @@ where
         })
         .collect()
 }
+
+/// On PostgreSQL, a run's record is compressed with lz4 (cheaper to write than the
+/// default pglz) whenever the server was built with it, and reads back as it was sent.
+#[tokio::test]
+async fn records_are_compressed_with_lz4_where_postgres_has_it() {
+    let Some(t) = common::postgres().await else {
+        return;
+    };
+    let Pool::Postgres(pool) = t.db.pool() else {
+        unreachable!("common::postgres is PostgreSQL")
+    };
+    let has_lz4 = sqlx::query("CREATE TEMP TABLE lz4_probe (x TEXT COMPRESSION lz4)")
+        .execute(pool)
+        .await
+        .is_ok();
+    let method: String = sqlx::query_scalar(
+        "SELECT attcompression::text FROM pg_attribute \
+         WHERE attrelid = to_regclass('runs') AND attname = 'record'",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("the record column");
+    // 'l' is lz4; '' is the server's default (pglz).
+    assert_eq!(method, if has_lz4 { "l" } else { "" });
+
+    let run: firsttoken_core::Run = serde_json::from_value(common::example_run()).expect("a run");
+    let record = serde_json::to_string(&run).expect("serializes");
+    t.db.insert_run(&run, &record, 1_796_000_000_000, None)
+        .await
+        .expect("stored");
+    let stored: String = sqlx::query_scalar("SELECT record FROM runs WHERE run_id = $1")
+        .bind(&run.run_id)
+        .fetch_one(pool)
+        .await
+        .expect("the stored record");
+    assert_eq!(stored, record);
+    if has_lz4 {
+        let used: Option<String> =
+            sqlx::query_scalar("SELECT pg_column_compression(record) FROM runs WHERE run_id = $1")
+                .bind(&run.run_id)
+                .fetch_one(pool)
+                .await
+                .expect("the record's compression");
+        // A record too small to compress is stored as it is (NULL).
+        assert!(matches!(used.as_deref(), Some("lz4") | None), "{used:?}");
+    }
+    t.cleanup().await;
+}
