@@ -3,7 +3,8 @@
 //! assertions. The stages are the upload route's own, in its order: the typed parse (a
 //! malformed body then pays two more passes, timed apart), `Run::validate`, the
 //! record the collector stores (serialized again, and its SHA-256), and storing (the
-//! group-commit writer: the run, its 100 sample rows and its cells), on SQLite and on
+//! record compressed and the run's cells counted, then the group-commit writer: the
+//! run, its 100 sample rows and its cells), on SQLite and on
 //! PostgreSQL. What it leaves out is HTTP (hyper, axum, reading the body), which the load
 //! benchmark includes.
 //!
@@ -80,7 +81,7 @@ async fn main() -> anyhow::Result<()> {
     let (cpu, wall) = store(&sqlite, &runs, &records).await?;
     println!(
         "{:<52} {:>12.0}   ({:.0} runs/s on the clock)",
-        "storing on SQLite (writer, rows, cells; CPU)",
+        "storing on SQLite (compress, cells, writer; CPU)",
         cpu,
         RUNS as f64 / wall.as_secs_f64()
     );

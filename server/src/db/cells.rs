@@ -147,7 +147,9 @@ macro_rules! insert_cells {
                  scenario, target_label, target_version, network, effective_type, browser, os, \
                  mobile, study, samples, errors, ttft, e2e) ",
             );
-            insert.push_values(chunk, |mut row, c: &$crate::db::cells::CellRow| {
+            insert.push_values(chunk, |mut row, c| {
+                // Rows or references to them.
+                let c: &$crate::db::cells::CellRow = c;
                 let errors = (!c.errors.is_empty())
                     .then(|| serde_json::to_string(&c.errors).unwrap_or_default());
                 row.push_bind(c.run_id.clone())

@@ -35,6 +35,7 @@ macro_rules! with_pool {
 
 mod cells;
 pub mod partitions;
+mod record;
 mod sample_rows;
 mod write;
 
@@ -272,8 +273,11 @@ impl Db {
         self.writer
             .store(write::Upload {
                 run: run.clone(),
-                record: record.to_owned(),
+                // Compressed, and the cells counted, here on the upload's own task: the
+                // writer (SQLite has one) only writes.
+                record_lz4: record::compress(record),
                 record_sha256: sha256_hex(record.as_bytes()),
+                cells: cells::cells_of_run(run, received_at_ms),
                 received_at_ms,
                 delete_token_sha256,
                 delete_token,
@@ -284,9 +288,15 @@ impl Db {
     /// The stored record of a run, as JSON.
     pub async fn run_record(&self, run_id: &str) -> anyhow::Result<Option<String>> {
         with_pool!(self, |pool| {
-            let mut select = QueryBuilder::new("SELECT record FROM runs WHERE run_id = ");
+            let mut select =
+                QueryBuilder::new("SELECT record, record_lz4 FROM runs WHERE run_id = ");
             select.push_bind(run_id.to_owned());
-            Ok(select.build_query_scalar().fetch_optional(pool).await?)
+            let stored: Option<(String, Option<Vec<u8>>)> =
+                select.build_query_as().fetch_optional(pool).await?;
+            stored
+                .map(|(json, lz4)| record::json_of(json, lz4))
+                .transpose()
+                .with_context(|| format!("the stored record of run {run_id}"))
         })
     }
 
@@ -386,7 +396,7 @@ impl Db {
             // The runs are chosen by their cells, and then their samples by the filter
             // again, found by the run's id (the samples' primary key starts with it).
             let mut select = QueryBuilder::new(format!(
-                "SELECT r.received_at_ms, r.record, m.indexes FROM runs r JOIN \
+                "SELECT r.received_at_ms, r.record, r.record_lz4, m.indexes FROM runs r JOIN \
                  (SELECT run_id, {aggregate} AS indexes FROM samples"
             ));
             select.push(" WHERE run_id IN (SELECT run_id FROM cells");
@@ -398,7 +408,7 @@ impl Db {
             );
             let mut rows = select.build().fetch(pool);
             while let Some(row) = rows.try_next().await? {
-                let record: String = row.try_get("record")?;
+                let record = record::json_of(row.try_get("record")?, row.try_get("record_lz4")?)?;
                 let run: Run = serde_json::from_str(&record)
                     .context("a stored record that no longer reads as a run")?;
                 let listed: String = row.try_get("indexes")?;

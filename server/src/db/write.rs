@@ -48,9 +48,12 @@ const POSTGRES_WRITERS: usize = 4;
 #[derive(Debug)]
 pub(super) struct Upload {
     pub run: Run,
-    /// The run as the collector serializes it, and its SHA-256 (lowercase hex).
-    pub record: String,
+    /// The run as the collector serializes it, compressed (`super::record`), and the
+    /// SHA-256 of that JSON (lowercase hex).
+    pub record_lz4: Vec<u8>,
     pub record_sha256: String,
+    /// The run's cells, stored with it when it is new.
+    pub cells: Vec<cells::CellRow>,
     pub received_at_ms: i64,
     pub delete_token_sha256: String,
     /// The delete token the collector made, when it made one (the answer carries it).
@@ -195,8 +198,8 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
         let mut insert = QueryBuilder::new(
             "INSERT INTO runs (run_id, received_at_ms, started_at_ms, schema_version, app_version, \
              target_label, target_origin, target_version, dialect, demo, network, effective_type, \
-             browser, browser_major, os, mobile, sample_count, record_sha256, record, delete_token_sha256, \
-             study) ",
+             browser, browser_major, os, mobile, sample_count, record_sha256, record, record_lz4, \
+             delete_token_sha256, study) ",
         );
         insert.push_values(&firsts, |mut row, u| {
             let (run, main) = (&u.run, u.run.main_target());
@@ -218,7 +221,8 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
                 .push_bind(run.client.mobile)
                 .push_bind(run.samples.len() as i64)
                 .push_bind(u.record_sha256.as_str())
-                .push_bind(u.record.as_str())
+                .push_bind("")
+                .push_bind(u.record_lz4.as_slice())
                 .push_bind(u.delete_token_sha256.as_str())
                 .push_bind(run.study_id.as_deref());
         });
@@ -264,10 +268,10 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
         (*tx).insert_samples(&rows).await?;
         // Each new run's cells, for summaries: in this transaction, so they never disagree
         // with the samples.
-        let cells: Vec<cells::CellRow> = firsts
+        let cells: Vec<&cells::CellRow> = firsts
             .iter()
             .filter(|u| created.contains(&u.run.run_id))
-            .flat_map(|u| cells::cells_of_run(&u.run, u.received_at_ms))
+            .flat_map(|u| &u.cells)
             .collect();
         cells::insert_cells!(tx, cells);
         tx.commit().await.context("committing uploads")?;

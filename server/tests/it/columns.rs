@@ -1,7 +1,8 @@
 //! The `samples` table, as each database's migrations leave it, has exactly the stored
 //! columns of core's one sample row (`firsttoken_core::export::COLUMNS`), so the INSERT
 //! made from that list can never name a column the table lacks, and no column of the
-//! table is left unwritten; and no index but its primary key.
+//! table is left unwritten; and no index but its primary key. And how a run's record is
+//! kept: compressed, readable back as it was sent.
 
 use crate::common;
 
@@ -190,50 +191,95 @@ where
         .collect()
 }
 
-/// On PostgreSQL, a run's record is compressed with lz4 (cheaper to write than the
-/// default pglz) whenever the server was built with it, and reads back as it was sent.
+/// A new run's record is stored compressed by the collector (`record_lz4`, with `record`
+/// empty) and reads back as the JSON it was, by id and in exports; a run stored before
+/// records were compressed (its JSON in `record`, `record_lz4` NULL) reads as it did.
 #[tokio::test]
-async fn records_are_compressed_with_lz4_where_postgres_has_it() {
-    let Some(t) = common::postgres().await else {
-        return;
-    };
-    let Pool::Postgres(pool) = t.db.pool() else {
-        unreachable!("common::postgres is PostgreSQL")
-    };
-    let has_lz4 = sqlx::query("CREATE TEMP TABLE lz4_probe (x TEXT COMPRESSION lz4)")
-        .execute(pool)
-        .await
-        .is_ok();
-    let method: String = sqlx::query_scalar(
-        "SELECT attcompression::text FROM pg_attribute \
-         WHERE attrelid = to_regclass('runs') AND attname = 'record'",
-    )
-    .fetch_one(pool)
-    .await
-    .expect("the record column");
-    // 'l' is lz4; '' is the server's default (pglz).
-    assert_eq!(method, if has_lz4 { "l" } else { "" });
-
-    let run: firsttoken_core::Run = serde_json::from_value(common::example_run()).expect("a run");
-    let record = serde_json::to_string(&run).expect("serializes");
-    t.db.insert_run(&run, &record, 1_796_000_000_000, None)
-        .await
-        .expect("stored");
-    let stored: String = sqlx::query_scalar("SELECT record FROM runs WHERE run_id = $1")
-        .bind(&run.run_id)
-        .fetch_one(pool)
-        .await
-        .expect("the stored record");
-    assert_eq!(stored, record);
-    if has_lz4 {
-        let used: Option<String> =
-            sqlx::query_scalar("SELECT pg_column_compression(record) FROM runs WHERE run_id = $1")
-                .bind(&run.run_id)
-                .fetch_one(pool)
+async fn records_are_stored_compressed_and_old_ones_still_read() {
+    for t in common::databases().await {
+        let app = common::App::new(common::state(&t.db));
+        let mut records = Vec::new();
+        for n in [1, 2] {
+            let run = common::run_with(n, |r| r["targets"][0]["demo"] = false.into());
+            let run: firsttoken_core::Run = serde_json::from_value(run).expect("a run");
+            let record = serde_json::to_string(&run).expect("serializes");
+            t.db.insert_run(&run, &record, 1_796_000_000_000, None)
                 .await
-                .expect("the record's compression");
-        // A record too small to compress is stored as it is (NULL).
-        assert!(matches!(used.as_deref(), Some("lz4") | None), "{used:?}");
+                .expect("stored");
+            records.push((run.run_id, record));
+        }
+        let (old_id, old_record) = &records[1];
+        let stored: Vec<(String, String, Option<Vec<u8>>)> = match t.db.pool() {
+            Pool::Sqlite(pool) => {
+                sqlx::query("UPDATE runs SET record = ?, record_lz4 = NULL WHERE run_id = ?")
+                    .bind(old_record)
+                    .bind(old_id)
+                    .execute(pool)
+                    .await
+                    .expect("a run as stored before");
+                sqlx::query_as("SELECT run_id, record, record_lz4 FROM runs ORDER BY run_id")
+                    .fetch_all(pool)
+                    .await
+                    .expect("the stored records")
+            }
+            Pool::Postgres(pool) => {
+                sqlx::query("UPDATE runs SET record = $1, record_lz4 = NULL WHERE run_id = $2")
+                    .bind(old_record)
+                    .bind(old_id)
+                    .execute(pool)
+                    .await
+                    .expect("a run as stored before");
+                sqlx::query_as("SELECT run_id, record, record_lz4 FROM runs ORDER BY run_id")
+                    .fetch_all(pool)
+                    .await
+                    .expect("the stored records")
+            }
+        };
+        let (new_id, new_record) = &records[0];
+        let (_, json, lz4) = stored
+            .iter()
+            .find(|(id, _, _)| id == new_id)
+            .expect("the new run");
+        assert_eq!(json, "", "{}", t.name);
+        let lz4 = lz4.as_deref().expect("its compressed record");
+        assert!(
+            lz4.len() < new_record.len(),
+            "{}: {} bytes",
+            t.name,
+            lz4.len()
+        );
+        let unpacked = lz4_flex::decompress_size_prepended(lz4).expect("LZ4");
+        assert_eq!(
+            String::from_utf8(unpacked).expect("UTF-8"),
+            *new_record,
+            "{}",
+            t.name
+        );
+
+        for (id, record) in &records {
+            let read = t.db.run_record(id).await.expect("read").expect("there");
+            assert_eq!(read, *record, "{}: run {id}", t.name);
+        }
+        let export = app
+            .get("/api/v1/export")
+            .bearer_auth(common::ADMIN_TOKEN)
+            .send()
+            .await;
+        assert_eq!(export.status, 200, "{}", t.name);
+        let ids: std::collections::BTreeSet<String> = export
+            .text()
+            .lines()
+            .map(|l| {
+                let row: serde_json::Value = serde_json::from_str(l).expect("a JSON line");
+                row["run_id"].as_str().expect("a run id").to_owned()
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            records.iter().map(|(id, _)| id.clone()).collect(),
+            "{}",
+            t.name
+        );
+        t.cleanup().await;
     }
-    t.cleanup().await;
 }

@@ -155,15 +155,34 @@ async fn upgrading_a_database_moves_every_sample_into_its_month() {
         .run(&old)
         .await
         .expect("the schema before partitioning");
+    // This version's writer stores the runs; a column it writes that came later (the
+    // compressed record) is there for it, and afterwards the rows are as an earlier
+    // collector left them: the record's JSON in `record`, and no such column.
+    sqlx::query("ALTER TABLE runs ADD COLUMN record_lz4 BYTEA")
+        .execute(&old)
+        .await
+        .expect("a column for the writer");
     let db = firsttoken_server::Db::new(Pool::Postgres(old.clone()));
     let (one, two) = (ms(2025, 7, 20), ms(2025, 9, 1));
+    let mut records = Vec::new();
     for (n, at) in [(10, one), (11, one), (12, two)] {
         let run = run(n);
         let record = serde_json::to_string(&run).expect("serializes");
         db.insert_run(&run, &record, at, None)
             .await
             .expect("stored");
+        sqlx::query("UPDATE runs SET record = $1 WHERE run_id = $2")
+            .bind(&record)
+            .bind(&run.run_id)
+            .execute(&old)
+            .await
+            .expect("the record as it was stored");
+        records.push((run.run_id, record));
     }
+    sqlx::query("ALTER TABLE runs DROP COLUMN record_lz4")
+        .execute(&old)
+        .await
+        .expect("the schema as it was");
     let stored = db.count(Table::Samples).await.expect("count");
 
     // The collector of this version opens it: every sample is in its month's table.
@@ -171,6 +190,13 @@ async fn upgrading_a_database_moves_every_sample_into_its_month() {
         .await
         .expect("upgrades");
     assert_eq!(upgraded.count(Table::Samples).await.expect("count"), stored);
+    for (id, record) in &records {
+        let read = upgraded.run_record(id).await.expect("read").expect("there");
+        assert_eq!(
+            read, *record,
+            "run {id}, stored before records were compressed"
+        );
+    }
     let months = upgraded.partitions().await.expect("partitions");
     assert_eq!(
         months.first(),
