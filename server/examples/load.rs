@@ -17,6 +17,11 @@ use firsttoken_server::{AppState, Config, Db, serve as serve_app};
 mod support;
 use support::{drop_schema, fill, postgres, postgres_url, template, varied};
 
+/// The allocator the server's binary uses (server/src/main.rs), so the collector measured
+/// here allocates as the one that ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CLIENTS: usize = 16;
 
 /// How many samples the summaries read (FIRSTTOKEN_STORED_SAMPLES overrides, to see how

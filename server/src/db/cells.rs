@@ -20,9 +20,11 @@ use sqlx::{QueryBuilder, Row};
 
 use super::{Dimension, Filter, Kind, Pool};
 
-/// Bound parameters per cell row, and cell rows per INSERT (within SQLite's 32766).
+/// Bound parameters per cell row, and the most cell rows per INSERT
+/// (`super::statements`: every size is prepared once per connection).
 const CELL_COLUMNS: usize = 19;
-pub(super) const CELLS_PER_INSERT: usize = 32_766 / CELL_COLUMNS;
+pub(super) const CELLS_PER_INSERT: usize = 64;
+const _: () = assert!(CELLS_PER_INSERT * CELL_COLUMNS <= 32_766);
 /// Runs whose cells are rebuilt per transaction when the collector starts.
 const REBUILD_RUNS: usize = 200;
 
@@ -141,7 +143,10 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
 /// Inserts `rows` with the connection or transaction `conn`.
 macro_rules! insert_cells {
     ($conn:expr, $rows:expr) => {{
-        for chunk in $rows.chunks($crate::db::cells::CELLS_PER_INSERT) {
+        let mut rest = &$rows[..];
+        for size in $crate::db::statements::sizes(rest.len(), $crate::db::cells::CELLS_PER_INSERT) {
+            let (chunk, after) = rest.split_at(size);
+            rest = after;
             let mut insert = QueryBuilder::new(
                 "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, phase, concurrency, \
                  scenario, target_label, target_version, network, effective_type, browser, os, \
@@ -173,9 +178,10 @@ macro_rules! insert_cells {
                     .push_bind(c.e2e.encode());
             });
             insert.push(" ON CONFLICT (run_id, cell) DO NOTHING");
+            // The same text for the same size: sqlx finds it prepared.
             insert
                 .build()
-                .persistent(false)
+                .persistent(true)
                 .execute(&mut *$conn)
                 .await
                 .context("inserting cells")?;

@@ -37,6 +37,7 @@ mod cells;
 pub mod partitions;
 mod record;
 mod sample_rows;
+mod statements;
 mod write;
 
 /// What storing a run did.

@@ -1,8 +1,9 @@
 //! How each database takes a transaction's sample rows. The columns and their values come
 //! from core's one definition of a row (`firsttoken_core::export::COLUMNS`).
 //!
-//! - SQLite: multi-row `INSERT … VALUES`, as many rows per statement as its 32,766 bound
-//!   parameters allow. SQLite runs in the collector's process; a statement is bytecode.
+//! - SQLite: multi-row `INSERT … VALUES` of 128, 64, 32, … or 1 rows
+//!   (`super::statements`), each size prepared once per connection and kept. SQLite runs
+//!   in the collector's process, and has one writer.
 //! - PostgreSQL: one `INSERT … SELECT * FROM UNNEST($1::text[], $2::bigint[], …)` with an
 //!   array per column, whatever the number of rows. Multi-row `VALUES` of up to 32,766
 //!   parameters were parsed and planned anew for every statement; a statement of 33
@@ -17,11 +18,15 @@ use firsttoken_core::export::{self, Line, Value};
 use firsttoken_core::{Run, Sample};
 use sqlx::QueryBuilder;
 
+use super::statements;
+
 /// One sample row to store: its run, the sample, and when the run was received.
 pub(super) type Row<'a> = (&'a Run, &'a Sample, i64);
 
-/// How many sample rows one SQLite INSERT may carry: a bound parameter per stored column.
-const SQLITE_ROWS_PER_INSERT: usize = 32_766 / export::STORED_COUNT;
+/// The most sample rows one SQLite INSERT carries (`super::statements`): a transaction
+/// of eight 100-sample runs takes seven statements, each prepared once per connection.
+const SQLITE_ROWS_PER_INSERT: usize = 128;
+const _: () = assert!(SQLITE_ROWS_PER_INSERT * export::STORED_COUNT <= 32_766);
 
 /// A connection that can store sample rows.
 pub(super) trait InsertSamples {
@@ -48,7 +53,10 @@ fn stored_names() -> Vec<&'static str> {
 impl InsertSamples for sqlx::SqliteConnection {
     async fn insert_samples<'c>(&'c mut self, rows: &'c [Row<'c>]) -> anyhow::Result<()> {
         let into = format!("INSERT INTO samples ({}) ", stored_names().join(", "));
-        for chunk in rows.chunks(SQLITE_ROWS_PER_INSERT) {
+        let mut rest = rows;
+        for size in statements::sizes(rows.len(), SQLITE_ROWS_PER_INSERT) {
+            let (chunk, after) = rest.split_at(size);
+            rest = after;
             let mut insert = QueryBuilder::new(&into);
             insert.push_values(chunk, |mut row, sample| {
                 let line = line(sample);
@@ -63,11 +71,10 @@ impl InsertSamples for sqlx::SqliteConnection {
                     };
                 }
             });
-            // Each statement has as many rows as its chunk: written once, not kept
-            // prepared (a thousand-row statement is about a megabyte of program).
+            // The same text for the same size: sqlx finds it prepared.
             insert
                 .build()
-                .persistent(false)
+                .persistent(true)
                 .execute(&mut *self)
                 .await
                 .context("inserting samples")?;

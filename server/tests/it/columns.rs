@@ -72,9 +72,20 @@ async fn each_sample_row_holds_cores_values() {
     use firsttoken_core::Run;
     use firsttoken_core::export::{self, Line, Value};
 
-    let runs: Vec<Run> = [common::example_run(), common::run_with(7, |_| {})]
+    let mut runs: Vec<Run> = [common::example_run(), common::run_with(7, |_| {})]
         .into_iter()
         .map(|json| serde_json::from_value(json).expect("a run"))
+        .collect();
+    // The second has 150 samples, each a little different, so on SQLite the rows go in
+    // statements of several sizes (153 rows with the first run's 3: 128, 16, 8 and 1).
+    let kinds = runs[1].samples.clone();
+    runs[1].samples = (0..150u32)
+        .map(|i| {
+            let mut sample = kinds[i as usize % kinds.len()].clone();
+            sample.index = i;
+            sample.start_ms += f64::from(i);
+            sample
+        })
         .collect();
     let received_at_ms = 1_796_000_000_000;
     let stored: Vec<&export::Column> = export::stored_columns().collect();
