@@ -143,10 +143,7 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
 /// Inserts `rows` with the connection or transaction `conn`.
 macro_rules! insert_cells {
     ($conn:expr, $rows:expr) => {{
-        let mut rest = &$rows[..];
-        for size in $crate::db::statements::sizes(rest.len(), $crate::db::cells::CELLS_PER_INSERT) {
-            let (chunk, after) = rest.split_at(size);
-            rest = after;
+        for chunk in $crate::db::statements::chunks(&$rows, $crate::db::cells::CELLS_PER_INSERT) {
             let mut insert = QueryBuilder::new(
                 "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, phase, concurrency, \
                  scenario, target_label, target_version, network, effective_type, browser, os, \

@@ -53,10 +53,7 @@ fn stored_names() -> Vec<&'static str> {
 impl InsertSamples for sqlx::SqliteConnection {
     async fn insert_samples<'c>(&'c mut self, rows: &'c [Row<'c>]) -> anyhow::Result<()> {
         let into = format!("INSERT INTO samples ({}) ", stored_names().join(", "));
-        let mut rest = rows;
-        for size in statements::sizes(rows.len(), SQLITE_ROWS_PER_INSERT) {
-            let (chunk, after) = rest.split_at(size);
-            rest = after;
+        for chunk in statements::chunks(rows, SQLITE_ROWS_PER_INSERT) {
             let mut insert = QueryBuilder::new(&into);
             insert.push_values(chunk, |mut row, sample| {
                 let line = line(sample);

@@ -9,9 +9,20 @@
 //! 32 + 4. A table's inserts then have at most log2(`max`) + 1 texts per connection, each
 //! compiled once.
 
+/// `rows` cut into the statements that write them, largest first: at most `max` (a power
+/// of two) rows each, every one a power of two.
+pub(super) fn chunks<T>(rows: &[T], max: usize) -> impl Iterator<Item = &[T]> {
+    let mut rest = rows;
+    sizes(rows.len(), max).map(move |size| {
+        let (chunk, after) = rest.split_at(size);
+        rest = after;
+        chunk
+    })
+}
+
 /// The sizes, largest first, of the statements that write `rows` rows, at most `max` (a
 /// power of two) each.
-pub(super) fn sizes(mut rows: usize, max: usize) -> impl Iterator<Item = usize> {
+fn sizes(mut rows: usize, max: usize) -> impl Iterator<Item = usize> {
     debug_assert!(max.is_power_of_two());
     std::iter::from_fn(move || {
         let size = match rows {
@@ -45,6 +56,10 @@ mod tests {
             }
         }
         assert_eq!(sizes(100, 128).collect::<Vec<_>>(), [64, 32, 4]);
+        let rows: Vec<usize> = (0..100).collect();
+        let cut: Vec<&[usize]> = chunks(&rows, 128).collect();
+        assert_eq!(cut.iter().map(|c| c.len()).collect::<Vec<_>>(), [64, 32, 4]);
+        assert_eq!(cut.concat(), rows);
         assert_eq!(
             sizes(800, 128).collect::<Vec<_>>(),
             [128, 128, 128, 128, 128, 128, 32]
