@@ -1,9 +1,9 @@
 //! One definition of a sample row: the flat line per request that every export writes
-//! (the page's CSV download, the collector's CSV and NDJSON export), and whose stored
-//! columns make the collector's `samples` table. Each column is listed once, in
-//! [`COLUMNS`], with what it means and how it is read from a run and one of its samples;
-//! the CSV header, the JSON keys, the collector's `INSERT` and README's column table all
-//! come from that list.
+//! (the page's CSV download, the collector's CSV and NDJSON export). Each column is
+//! listed once, in [`COLUMNS`], with what it means and how it is read from a run and one
+//! of its samples; the CSV header, the JSON keys and README's column table all come from
+//! that list. The collector keeps no row per sample: it stores each run's record and
+//! reads these rows back from it.
 
 use serde_json::{Map, Number, Value as Json};
 
@@ -41,7 +41,7 @@ pub enum Value<'a> {
     Real(Option<f64>),
     Bool(Option<bool>),
     /// Milliseconds (the gaps between output events): one CSV field of numbers separated
-    /// by spaces, a JSON array. Never a stored column.
+    /// by spaces, a JSON array.
     Reals(&'a [f64]),
 }
 
@@ -52,10 +52,6 @@ pub struct Column {
     pub name: &'static str,
     /// What it holds, in README's column table.
     pub meaning: &'static str,
-    /// Its column in the collector's `samples` table, when it is stored there (an export
-    /// takes a run's matching samples by those); the collector's exports read every
-    /// column from the stored record, so an unstored column is still exported.
-    pub stored_as: Option<&'static str>,
     read: for<'a> fn(&Line<'a>) -> Value<'a>,
 }
 
@@ -80,298 +76,234 @@ pub const COLUMNS: &[Column] = &[
     Column {
         name: "run_id",
         meaning: "the run's id (a random UUID made in the browser)",
-        stored_as: Some("run_id"),
         read: |l| Value::Text(Some(&l.run.run_id)),
     },
     Column {
         name: "index",
         meaning: "the request's position in the run, from 0",
-        stored_as: Some("idx"),
         read: |l| int(l.sample.index),
     },
     Column {
         name: "received_at_ms",
         meaning: "when the collector stored the run (Unix ms); empty in the page's own CSV",
-        stored_as: Some("received_at_ms"),
         read: |l| Value::Int(l.received_at_ms),
     },
     Column {
         name: "study",
         meaning: "the share link's study id",
-        stored_as: Some("study"),
         read: |l| Value::Text(l.run.study_id.as_deref()),
     },
     Column {
         name: "phase",
         meaning: "the protocol phase: probe, warmup, steady, fresh, concurrency, cold, compare",
-        stored_as: Some("phase"),
         read: |l| Value::Text(Some(l.sample.phase.name())),
     },
     Column {
         name: "target",
         meaning: "which of the run's targets the request went to (0: the main one)",
-        stored_as: Some("target"),
         read: |l| int(l.sample.target),
     },
     Column {
         name: "target_label",
         meaning: "that target's label",
-        stored_as: Some("target_label"),
         read: |l| Value::Text(Some(&l.target().label)),
     },
     Column {
         name: "target_version",
         meaning: "the version of the operator's app the link named (before/after a fix)",
-        stored_as: Some("target_version"),
         read: |l| Value::Text(l.target().version.as_deref()),
     },
     Column {
         name: "target_demo",
         meaning: "whether the target is the built-in demo (simulated numbers)",
-        stored_as: Some("target_demo"),
         read: |l| Value::Bool(Some(l.target().demo)),
     },
     Column {
         name: "scenario",
         meaning: "the request body's scenario name",
-        stored_as: Some("scenario"),
         read: |l| Value::Text(l.sample.scenario.as_deref()),
     },
     Column {
         name: "concurrency",
         meaning: "requests in flight together (1 when sequential)",
-        stored_as: Some("concurrency"),
         read: |l| int(l.sample.concurrency),
     },
     Column {
         name: "batch",
         meaning: "the batch of simultaneous requests, from 0 within the phase",
-        stored_as: Some("batch"),
         read: |l| Value::Int(l.sample.batch.map(i64::from)),
     },
     Column {
         name: "idle_ms",
         meaning: "cold requests: the idle time the plan asked for",
-        stored_as: Some("idle_ms"),
         read: |l| Value::Int(l.sample.idle_ms.map(i64::from)),
     },
     Column {
         name: "idle_spent_ms",
         meaning: "cold requests: the idle time actually spent before it",
-        stored_as: None,
         read: |l| Value::Real(l.sample.idle_spent_ms),
     },
     Column {
         name: "idle_timer_late_ms",
         meaning: "cold requests: how late the wait's timer came back at worst (seconds: a frozen tab)",
-        stored_as: None,
         read: |l| Value::Real(l.sample.idle_timer_late_ms),
     },
     Column {
         name: "start_ms",
         meaning: "when the request started, from the run's start",
-        stored_as: Some("start_ms"),
         read: |l| Value::Real(Some(l.sample.start_ms)),
     },
     Column {
         name: "status",
         meaning: "HTTP status; 0 when no response came",
-        stored_as: Some("status"),
         read: |l| int(l.sample.status),
     },
     Column {
         name: "error",
         meaning: "the failure's class (network, http, timeout, aborted, protocol, stream, parse, truncated, stalled); empty when none",
-        stored_as: Some("error"),
         read: |l| Value::Text(l.sample.error.map(|e| e.name())),
     },
     Column {
         name: "error_message",
         meaning: "what went wrong, in words (never the response body)",
-        stored_as: None,
         read: |l| Value::Text(l.sample.error_message.as_deref()),
     },
     Column {
         name: "headers_ms",
         meaning: "status and headers known (fetch resolved)",
-        stored_as: Some("headers_ms"),
         read: |l| Value::Real(l.sample.headers_ms),
     },
     Column {
         name: "ttfb_ms",
         meaning: "the first body chunk read",
-        stored_as: Some("ttfb_ms"),
         read: |l| Value::Real(l.sample.ttfb_ms),
     },
     Column {
         name: "ttft_ms",
         meaning: "the first event with answer text read: the time to first token",
-        stored_as: Some("ttft_ms"),
         read: |l| Value::Real(l.sample.ttft_ms),
     },
     Column {
         name: "ttft_any_ms",
         meaning: "the first event with any output (reasoning, tool call or text)",
-        stored_as: Some("ttft_any_ms"),
         read: |l| Value::Real(l.sample.ttft_any_ms),
     },
     Column {
         name: "last_token_ms",
         meaning: "the last event with output",
-        stored_as: Some("last_token_ms"),
         read: |l| Value::Real(l.sample.last_token_ms),
     },
     Column {
         name: "e2e_ms",
         meaning: "the stream ended",
-        stored_as: Some("e2e_ms"),
         read: |l| Value::Real(l.sample.e2e_ms),
     },
     Column {
         name: "output_chunks",
         meaning: "events with output (not tokens)",
-        stored_as: Some("output_chunks"),
         read: |l| int(l.sample.output_chunks),
     },
     Column {
         name: "reasoning_chunks",
         meaning: "of those, events with reasoning",
-        stored_as: None,
         read: |l| int(l.sample.reasoning_chunks),
     },
     Column {
         name: "input_tokens",
         meaning: "prompt tokens, when the stream reported them",
-        stored_as: Some("input_tokens"),
         read: |l| count(l.usage().input_tokens),
     },
     Column {
         name: "output_tokens",
         meaning: "generated tokens, reasoning included, when reported",
-        stored_as: Some("output_tokens"),
         read: |l| count(l.usage().output_tokens),
     },
     Column {
         name: "reasoning_tokens",
         meaning: "of those, reasoning tokens, when reported",
-        stored_as: None,
         read: |l| count(l.usage().reasoning_tokens),
     },
     Column {
         name: "done",
         meaning: "the stream's own end marker arrived",
-        stored_as: None,
         read: |l| Value::Bool(Some(l.sample.done)),
     },
     Column {
         name: "conn_reused",
         meaning: "Resource Timing saw no connection set up for the request; empty when it gave no detail",
-        stored_as: Some("conn_reused"),
         read: |l| Value::Bool(l.conn().and_then(|c| c.reused)),
     },
     Column {
         name: "conn_new",
         meaning: "verified on a connection no earlier request of the run used (client port, connect interval); empty when it cannot be told",
-        stored_as: None,
         read: |l| Value::Bool(l.conn().and_then(|c| c.new_connection)),
     },
     Column {
         name: "protocol",
         meaning: "the HTTP version (h2, http/1.1, h3)",
-        stored_as: Some("protocol"),
         read: |l| Value::Text(l.conn().and_then(|c| c.protocol.as_deref())),
     },
     Column {
         name: "dns_ms",
         meaning: "Resource Timing: DNS lookup",
-        stored_as: None,
         read: |l| Value::Real(l.conn().and_then(|c| c.dns_ms)),
     },
     Column {
         name: "connect_ms",
         meaning: "Resource Timing: TCP connect, TLS included",
-        stored_as: None,
         read: |l| Value::Real(l.conn().and_then(|c| c.connect_ms)),
     },
     Column {
         name: "tls_ms",
         meaning: "Resource Timing: TLS handshake",
-        stored_as: None,
         read: |l| Value::Real(l.conn().and_then(|c| c.tls_ms)),
     },
     Column {
         name: "hidden",
         meaning: "the page was hidden during the request (or a cold request's wait)",
-        stored_as: Some("hidden"),
         read: |l| Value::Bool(Some(l.sample.hidden)),
     },
     Column {
         name: "retry_wait_ms",
         meaning: "after a 429: the wait its Retry-After asked for (never in a latency)",
-        stored_as: None,
         read: |l| Value::Real(l.sample.retry_wait_ms),
     },
     Column {
         name: "dropped",
         meaning: "values the browser saw that could not be kept",
-        stored_as: None,
         read: |l| int(l.sample.dropped),
     },
     Column {
         name: "network",
         meaning: "the network the user chose: cellular, fiber, cable-dsl, wifi, satellite, other, unknown",
-        stored_as: Some("network"),
         read: |l| Value::Text(Some(l.run.client.network.name())),
     },
     Column {
         name: "effective_type",
         meaning: "the browser's Network Information guess (4g, 3g, …), where it has one",
-        stored_as: Some("effective_type"),
         read: |l| Value::Text(l.run.client.effective_type.as_deref()),
     },
     Column {
         name: "browser",
         meaning: "the browser's family (Chrome, Firefox, Safari, …)",
-        stored_as: Some("browser"),
         read: |l| Value::Text(l.run.client.browser.as_deref()),
     },
     Column {
         name: "os",
         meaning: "the operating system's family",
-        stored_as: Some("os"),
         read: |l| Value::Text(l.run.client.os.as_deref()),
     },
     Column {
         name: "mobile",
         meaning: "the browser says it is on a phone",
-        stored_as: Some("mobile"),
         read: |l| Value::Bool(l.run.client.mobile),
     },
     Column {
         name: "itl_ms",
         meaning: "the gaps between successive output events, separated by spaces",
-        stored_as: None,
         read: |l| Value::Reals(&l.sample.itl_ms),
     },
 ];
-
-/// How many columns the collector's `samples` table holds.
-pub const STORED_COUNT: usize = {
-    let mut n = 0;
-    let mut i = 0;
-    while i < COLUMNS.len() {
-        if COLUMNS[i].stored_as.is_some() {
-            n += 1;
-        }
-        i += 1;
-    }
-    n
-};
-
-/// The columns the collector's `samples` table holds, in [`COLUMNS`] order.
-pub fn stored_columns() -> impl Iterator<Item = &'static Column> {
-    COLUMNS.iter().filter(|c| c.stored_as.is_some())
-}
 
 /// A text CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
 ///
@@ -511,28 +443,11 @@ mod tests {
     }
 
     #[test]
-    fn names_are_unique_and_no_list_is_stored() {
+    fn names_are_unique() {
         let mut names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), COLUMNS.len());
-        let mut stored: Vec<&str> = stored_columns().filter_map(|c| c.stored_as).collect();
-        stored.sort_unstable();
-        stored.dedup();
-        assert_eq!(stored.len(), stored_columns().count());
-        let run = example();
-        let line = Line {
-            run: &run,
-            sample: &run.samples[0],
-            received_at_ms: Some(1),
-        };
-        for column in stored_columns() {
-            assert!(
-                !matches!(column.value(&line), Value::Reals(_)),
-                "{} is a list",
-                column.name
-            );
-        }
     }
 
     /// Read independently of the row's code: each column named like a field of the
@@ -612,18 +527,14 @@ mod tests {
         let readme = include_str!("../../README.md");
         let documented: Vec<&str> = readme
             .lines()
-            .skip_while(|l| *l != "| column | meaning | in `samples` |")
+            .skip_while(|l| *l != "| column | meaning |")
             .skip(2)
             .map_while(|l| l.strip_prefix("| `")?.split('`').next())
             .collect();
         let names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
         assert_eq!(documented, names, "README's column table");
         for column in COLUMNS {
-            let stored = match column.stored_as {
-                Some(_) => "yes",
-                None => "",
-            };
-            let row = format!("| `{}` | {} | {stored} |", column.name, column.meaning);
+            let row = format!("| `{}` | {} |", column.name, column.meaning);
             assert!(readme.contains(&row), "README lacks the row: {row}");
         }
     }

@@ -463,7 +463,7 @@ async fn collector_away(engine: Engine) -> anyhow::Result<()> {
         .await?;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(collector.db.count(Table::Runs).await?, 1);
-    assert_eq!(collector.db.count(Table::Samples).await?, 5);
+    assert_eq!(collector.db.stored_samples().await?, 5);
 
     // The token that deletes it was made in this browser, whichever copy was stored.
     driver
@@ -475,7 +475,7 @@ async fn collector_away(engine: Engine) -> anyhow::Result<()> {
         .wait_for_count("[data-testid=upload-entry][data-state=deleted]", 1, WAIT)
         .await?;
     assert_eq!(collector.db.count(Table::Runs).await?, 0);
-    assert_eq!(collector.db.count(Table::Samples).await?, 0);
+    assert_eq!(collector.db.stored_samples().await?, 0);
     browser.screenshot("study-desktop-7-deleted").await?;
     browser.quit().await
 }
@@ -512,7 +512,7 @@ async fn without_indexeddb_the_run_is_sent_from_memory_and_the_page_says_so() ->
         .wait_for_count("[data-testid=stored-run-link]", 1, WAIT)
         .await?;
     assert_eq!(server.db.count(Table::Runs).await?, 1);
-    assert_eq!(server.db.count(Table::Samples).await?, 3);
+    assert_eq!(server.db.stored_samples().await?, 3);
     let list = driver
         .find(By::Css("[data-testid=uploads]"))
         .await?

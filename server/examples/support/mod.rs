@@ -65,7 +65,7 @@ pub fn varied(template: &Run, n: u64) -> Run {
 /// storage layer (the benchmarks measure the upload path on their own).
 pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
     let start = Instant::now();
-    let have = db.count(firsttoken_server::db::Table::Samples).await? as u64;
+    let have = db.stored_samples().await? as u64;
     let runs = samples
         .saturating_sub(have)
         .div_ceil(u64::from(SAMPLES_PER_RUN));
@@ -78,8 +78,7 @@ pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
                 let run = varied(&template, n);
                 n += 4;
                 let record = serde_json::to_string(&run)?;
-                db.insert_run(&run, &record, 1_796_000_000_000, None)
-                    .await?;
+                db.insert_run(&run, &record, now_ms(), None).await?;
             }
             anyhow::Ok(())
         });
@@ -87,13 +86,21 @@ pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
     while let Some(done) = tasks.join_next().await {
         done??;
     }
-    let total = db.count(firsttoken_server::db::Table::Samples).await?;
+    let total = db.stored_samples().await?;
     println!(
         "  ({} now holds {total} samples; filling took {:.0} s)",
         db.backend(),
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Unix milliseconds now: filled runs are received now, so on PostgreSQL they land in
+/// this month's partitions as uploads do.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// PostgreSQL at FIRSTTOKEN_TEST_POSTGRES, or the local test database.

@@ -1,17 +1,20 @@
 //! Cells: what summaries read instead of samples, and what exports and purges choose runs
 //! by. A cell is one run's samples of one combination of the dimensions summaries group
 //! and filter by, with their count, their failures by class and sketches of their times
-//! (`firsttoken_core::sketch`). Its samples share every column a filter names, so a
-//! sample matches a filter exactly when its cell does. The writer
-//! stores a run's cells in the transaction that stores its samples, so the two never
-//! disagree; a run deleted or purged takes its cells with it (`ON DELETE CASCADE`).
+//! (`firsttoken_core::sketch`), and the indexes of its samples in the run. Its samples
+//! share every column a filter names, so a sample matches a filter exactly when its cell
+//! does: an export takes the matching samples' indexes from the cells and their values
+//! from the run's record. The writer stores a run's cells in the transaction that stores
+//! the run, so the two never disagree; a run deleted or purged takes its cells with it in
+//! the same transaction.
 //!
-//! Samples stay the source of truth: [`rebuild_missing`] makes the cells of runs that
-//! have none (stored before cells existed) from their samples when the collector starts.
+//! The run's record stays the source of truth: [`rebuild_missing`] makes the cells of
+//! runs that have none, or whose cells an earlier version made without indexes, from
+//! their records when the collector starts.
 
 use std::collections::BTreeMap;
 
-use anyhow::Context;
+use anyhow::{Context, bail};
 use firsttoken_core::Run;
 use firsttoken_core::sketch::Sketch;
 use firsttoken_core::summary::Cell;
@@ -22,7 +25,7 @@ use super::{Dimension, Filter, Kind, Pool};
 
 /// Bound parameters per cell row, and the most cell rows per INSERT
 /// (`super::statements`: every size is prepared once per connection).
-const CELL_COLUMNS: usize = 19;
+const CELL_COLUMNS: usize = 20;
 pub(super) const CELLS_PER_INSERT: usize = 64;
 const _: () = assert!(CELLS_PER_INSERT * CELL_COLUMNS <= 32_766);
 /// Runs whose cells are rebuilt per transaction when the collector starts.
@@ -47,6 +50,8 @@ pub(super) struct CellKey {
 
 /// One sample as a cell counts it.
 pub(super) struct Counted<'a> {
+    /// Its index in the run.
+    pub index: u32,
     pub error: Option<&'a str>,
     pub ttft_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
@@ -64,14 +69,9 @@ pub(super) struct CellRow {
     pub errors: BTreeMap<String, u64>,
     pub ttft: Sketch,
     pub e2e: Sketch,
+    /// Its samples' indexes in the run, ascending.
+    pub indexes: Vec<u32>,
 }
-
-/// A run's samples as read back to rebuild its cells: when it was received, and each
-/// sample's key, error class, TTFT and end-to-end time.
-type StoredRun = (
-    i64,
-    Vec<(CellKey, Option<String>, Option<f64>, Option<f64>)>,
-);
 
 /// The cells of one run's samples, in key order.
 pub(super) fn cells<'a>(
@@ -90,8 +90,10 @@ pub(super) fn cells<'a>(
             errors: BTreeMap::new(),
             ttft: Sketch::default(),
             e2e: Sketch::default(),
+            indexes: Vec::new(),
         });
         cell.samples += 1;
+        cell.indexes.push(sample.index);
         // As summaries always counted: a failed sample's times are not an answer's.
         match sample.error {
             Some(class) => *cell.errors.entry(class.to_owned()).or_default() += 1,
@@ -104,8 +106,63 @@ pub(super) fn cells<'a>(
     cells
         .into_values()
         .enumerate()
-        .map(|(n, cell)| CellRow { cell: n, ..cell })
+        .map(|(n, mut cell)| {
+            cell.indexes.sort_unstable();
+            CellRow { cell: n, ..cell }
+        })
         .collect()
+}
+
+/// Indexes as ranges, the way `cells.indexes` keeps them: `[0, 1, 2, 3, 7, 9, 10]` is
+/// `"0-3,7,9-10"`. A protocol's phases and levels are runs of consecutive requests, so a
+/// cell's list is a few ranges. `indexes` ascending.
+pub(super) fn ranges(indexes: &[u32]) -> String {
+    let mut text = String::new();
+    let mut at = 0;
+    while at < indexes.len() {
+        let first = indexes[at];
+        let mut last = first;
+        while at + 1 < indexes.len() && indexes[at + 1] == last + 1 {
+            at += 1;
+            last = indexes[at];
+        }
+        if !text.is_empty() {
+            text.push(',');
+        }
+        text.push_str(&first.to_string());
+        if last > first {
+            text.push('-');
+            text.push_str(&last.to_string());
+        }
+        at += 1;
+    }
+    text
+}
+
+/// Whether a list of [`ranges`] (several cells' joined by commas, in any order) holds
+/// `index`.
+pub(super) struct Ranges(Vec<(u32, u32)>);
+
+impl Ranges {
+    pub fn parse(text: &str) -> anyhow::Result<Self> {
+        let mut ranges = Vec::new();
+        for part in text.split(',').filter(|p| !p.is_empty()) {
+            let (first, last) = part.split_once('-').unwrap_or((part, part));
+            let (first, last): (u32, u32) = match (first.parse(), last.parse()) {
+                (Ok(first), Ok(last)) if first <= last => (first, last),
+                _ => bail!("{part:?} is not a range of sample indexes"),
+            };
+            ranges.push((first, last));
+        }
+        ranges.sort_unstable();
+        Ok(Self(ranges))
+    }
+
+    pub fn contains(&self, index: u32) -> bool {
+        // The last range starting at or before `index`; ranges of one run never overlap.
+        let after = self.0.partition_point(|(first, _)| *first <= index);
+        after > 0 && self.0[after - 1].1 >= index
+    }
 }
 
 /// The cells of a run as uploaded.
@@ -131,6 +188,7 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
                 study: run.study_id.clone(),
             };
             let counted = Counted {
+                index: s.index,
                 error: s.error.map(|e| e.name()),
                 ttft_ms: s.ttft_ms,
                 e2e_ms: s.e2e_ms,
@@ -147,7 +205,7 @@ macro_rules! insert_cells {
             let mut insert = QueryBuilder::new(
                 "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, phase, concurrency, \
                  scenario, target_label, target_version, network, effective_type, browser, os, \
-                 mobile, study, samples, errors, ttft, e2e) ",
+                 mobile, study, samples, errors, ttft, e2e, indexes) ",
             );
             insert.push_values(chunk, |mut row, c| {
                 // Rows or references to them.
@@ -172,9 +230,10 @@ macro_rules! insert_cells {
                     .push_bind(c.samples as i64)
                     .push_bind(errors)
                     .push_bind(c.ttft.encode())
-                    .push_bind(c.e2e.encode());
+                    .push_bind(c.e2e.encode())
+                    .push_bind($crate::db::cells::ranges(&c.indexes));
             });
-            insert.push(" ON CONFLICT (run_id, cell) DO NOTHING");
+            insert.push(" ON CONFLICT DO NOTHING");
             // The same text for the same size: sqlx finds it prepared.
             insert
                 .build()
@@ -187,87 +246,66 @@ macro_rules! insert_cells {
 }
 pub(super) use insert_cells;
 
-/// Makes the cells of every run that has samples and no cells, from its samples. Runs
-/// stored before cells existed get them the first time a collector of this version
-/// starts; a run that has cells is never touched, so collectors starting together on
-/// one PostgreSQL database at worst both rebuild a run, and the second insert is a no-op.
+/// Makes the cells of every run that has samples and no cells, or cells an earlier
+/// version made without their samples' indexes, from the run's record; how many runs got
+/// cells. The collector does this when it starts, before it serves: runs stored before
+/// cells existed, or before cells held indexes, are made whole the first time a
+/// collector of this version starts. Collectors starting together on one PostgreSQL
+/// database at worst both remake a run's cells, each in one transaction, to the same
+/// rows.
 pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
     let mut rebuilt = 0u64;
+    // Runs in id order, from after the last one done: each pass over the table is one.
+    let mut after = String::new();
     with_pool!(pool, |p| loop {
-        let ids: Vec<String> = sqlx::query_scalar(&format!(
-            "SELECT r.run_id FROM runs r WHERE r.sample_count > 0 \
-             AND NOT EXISTS (SELECT 1 FROM cells c WHERE c.run_id = r.run_id) \
-             ORDER BY r.run_id LIMIT {REBUILD_RUNS}"
-        ))
-        .fetch_all(p)
-        .await
-        .context("finding runs without cells")?;
-        if ids.is_empty() {
-            return Ok(rebuilt);
-        }
         let mut select = QueryBuilder::new(
-            "SELECT run_id, received_at_ms, phase, concurrency, scenario, target_label, \
-             target_version, target_demo, network, effective_type, browser, os, mobile, study, \
-             error, ttft_ms, e2e_ms FROM samples WHERE run_id IN (",
+            "SELECT r.run_id, r.received_at_ms, r.record, r.record_lz4 FROM runs r \
+             WHERE r.sample_count > 0 AND r.run_id > ",
         );
-        let mut list = select.separated(", ");
-        for id in &ids {
-            list.push_bind(id.clone());
-        }
-        select.push(") ORDER BY run_id, idx");
-        let mut runs: BTreeMap<String, StoredRun> = BTreeMap::new();
-        for row in select
-            .build()
+        select.push_bind(after.clone()).push(format!(
+            " AND (NOT EXISTS (SELECT 1 FROM cells c WHERE c.run_id = r.run_id \
+               AND c.received_at_ms = r.received_at_ms) \
+             OR EXISTS (SELECT 1 FROM cells c WHERE c.run_id = r.run_id \
+               AND c.received_at_ms = r.received_at_ms AND c.indexes IS NULL)) \
+             ORDER BY r.run_id LIMIT {REBUILD_RUNS}"
+        ));
+        let stored: Vec<(String, i64, String, Option<Vec<u8>>)> = select
+            .build_query_as()
             .persistent(false)
             .fetch_all(p)
             .await
-            .context("reading samples to rebuild cells")?
-        {
-            let key = CellKey {
-                phase: row.try_get(2)?,
-                concurrency: row.try_get(3)?,
-                scenario: row.try_get(4)?,
-                target_label: row.try_get(5)?,
-                target_version: row.try_get(6)?,
-                target_demo: row.try_get(7)?,
-                network: row.try_get(8)?,
-                effective_type: row.try_get(9)?,
-                browser: row.try_get(10)?,
-                os: row.try_get(11)?,
-                mobile: row.try_get(12)?,
-                study: row.try_get(13)?,
-            };
-            let run = runs
-                .entry(row.try_get(0)?)
-                .or_insert_with(|| (0, Vec::new()));
-            run.0 = row.try_get(1)?;
-            run.1
-                .push((key, row.try_get(14)?, row.try_get(15)?, row.try_get(16)?));
+            .context("finding runs without whole cells")?;
+        let Some((last, ..)) = stored.last() else {
+            return Ok(rebuilt);
+        };
+        after = last.clone();
+        let mut all = Vec::new();
+        for (run_id, received_at_ms, json, lz4) in &stored {
+            let record = super::record::json_of(json.clone(), lz4.clone())
+                .with_context(|| format!("the stored record of run {run_id}"))?;
+            let run: Run = serde_json::from_str(&record)
+                .with_context(|| format!("the stored record of run {run_id} is not a run"))?;
+            all.extend(cells_of_run(&run, *received_at_ms));
         }
-        let all: Vec<CellRow> = runs
-            .iter()
-            .flat_map(|(run_id, (received_at_ms, samples))| {
-                cells(
-                    run_id,
-                    *received_at_ms,
-                    samples.iter().map(|(key, error, ttft_ms, e2e_ms)| {
-                        let counted = Counted {
-                            error: error.as_deref(),
-                            ttft_ms: *ttft_ms,
-                            e2e_ms: *e2e_ms,
-                        };
-                        (key.clone(), counted)
-                    }),
-                )
-            })
-            .collect();
         let mut tx = p.begin().await?;
+        let mut delete = QueryBuilder::new("DELETE FROM cells WHERE run_id IN (");
+        let mut ids = delete.separated(", ");
+        for (run_id, ..) in &stored {
+            ids.push_bind(run_id.clone());
+        }
+        delete.push(")");
+        delete
+            .build()
+            .persistent(false)
+            .execute(&mut *tx)
+            .await
+            .context("deleting cells without indexes")?;
         insert_cells!(tx, all);
         tx.commit().await.context("storing rebuilt cells")?;
-        rebuilt += ids.len() as u64;
+        rebuilt += stored.len() as u64;
         tracing::info!(
             runs = rebuilt,
-            "rebuilt the cells of runs stored before cells existed"
+            "made the cells of runs stored before cells held their samples' indexes"
         );
     })
 }
@@ -325,4 +363,41 @@ pub(super) async fn summary_cells(
         }
         anyhow::Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_are_kept_as_ranges_and_read_back() {
+        assert_eq!(ranges(&[]), "");
+        assert_eq!(ranges(&[5]), "5");
+        assert_eq!(ranges(&[0, 1, 2, 3, 7, 9, 10]), "0-3,7,9-10");
+        // Every subset of 0..12 reads back as itself, alone and joined with its
+        // complement's list in either order (an export joins a run's cells' lists).
+        for mask in 0u32..(1 << 12) {
+            let (ours, rest): (Vec<u32>, Vec<u32>) = (0..12).partition(|i| mask & (1 << i) != 0);
+            let alone = Ranges::parse(&ranges(&ours)).expect("reads");
+            let joined = format!("{},{}", ranges(&rest), ranges(&ours));
+            let joined = Ranges::parse(&joined).expect("reads");
+            for i in 0..14 {
+                assert_eq!(alone.contains(i), ours.contains(&i), "{mask:b}: {i}");
+                assert_eq!(joined.contains(i), i < 12, "{mask:b}: {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_ranges_are_named() {
+        for text in ["1-", "x", "5-3", "1-2-3", "-1", "4294967296"] {
+            let error = Ranges::parse(text).err().map(|e| e.to_string());
+            assert!(
+                error
+                    .as_deref()
+                    .is_some_and(|e| e.contains("range of sample indexes")),
+                "{text}: {error:?}"
+            );
+        }
+    }
 }

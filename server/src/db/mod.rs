@@ -12,13 +12,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use firsttoken_core::Run;
-use firsttoken_core::export::Line;
-use futures_util::TryStreamExt;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use sqlx::{QueryBuilder, Row};
 
+pub use export::ExportRun;
 pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
 pub use firsttoken_core::summary::Cell;
 
@@ -34,9 +33,9 @@ macro_rules! with_pool {
 }
 
 mod cells;
+mod export;
 pub mod partitions;
 mod record;
-mod sample_rows;
 mod statements;
 mod write;
 
@@ -104,7 +103,7 @@ impl Db {
         Self { pool, writer }
     }
 
-    /// On PostgreSQL, makes the monthly partitions of samples for `now_ms`'s month and
+    /// On PostgreSQL, makes the monthly partitions of runs and cells for `now_ms`'s month and
     /// the months ahead (as the collector does when it starts and every hour); the tables
     /// made. SQLite keeps one table: nothing to do.
     pub async fn prepare_partitions(&self, now_ms: i64) -> anyhow::Result<Vec<String>> {
@@ -114,7 +113,7 @@ impl Db {
         }
     }
 
-    /// On PostgreSQL, the months samples are partitioned into, oldest first.
+    /// On PostgreSQL, the months runs and cells are partitioned into, oldest first.
     pub async fn partitions(&self) -> anyhow::Result<Vec<partitions::Month>> {
         match &self.pool {
             Pool::Postgres(pg) => partitions::months(pg).await,
@@ -168,7 +167,7 @@ impl Db {
             .context("cannot bring the PostgreSQL schema up to date")?;
         partitions::prepare(&pool, now_ms())
             .await
-            .context("cannot make the monthly partitions of samples")?;
+            .context("cannot make the monthly partitions of runs and cells")?;
         let pool = Pool::Postgres(pool);
         cells::rebuild_missing(&pool)
             .await
@@ -226,10 +225,10 @@ impl Db {
             }
             Pool::Postgres(pool) => {
                 sqlx::query_scalar(
-                    "SELECT (COALESCE(pg_total_relation_size(to_regclass('runs')), 0) \
+                    "SELECT (COALESCE(pg_total_relation_size(to_regclass('run_ids')), 0) \
                      + COALESCE((SELECT SUM(pg_total_relation_size(inhrelid)) FROM pg_inherits \
-                                 WHERE inhparent = to_regclass('samples')), 0) \
-                     + COALESCE(pg_total_relation_size(to_regclass('cells')), 0))::BIGINT",
+                                 WHERE inhparent IN (to_regclass('runs'), to_regclass('cells'))), \
+                                0))::BIGINT",
                 )
                 .fetch_one(pool)
                 .await?
@@ -301,7 +300,8 @@ impl Db {
         })
     }
 
-    /// Deletes a run (and its samples) when `token` is the one its upload was answered with.
+    /// Deletes a run (its record, its cells and its id) when `token` is the one its upload
+    /// was answered with.
     pub async fn delete_run(&self, run_id: &str, token: &str) -> anyhow::Result<Deleted> {
         let token_sha = sha256_hex(token.as_bytes());
         with_pool!(self, |pool| {
@@ -314,9 +314,12 @@ impl Db {
             let outcome = match stored {
                 None => Deleted::NotFound,
                 Some(Some(sha)) if constant_time_eq(sha.as_bytes(), token_sha.as_bytes()) => {
-                    let mut delete = QueryBuilder::new("DELETE FROM runs WHERE run_id = ");
-                    delete.push_bind(run_id.to_owned());
-                    delete.build().execute(&mut *tx).await?;
+                    for table in ["cells", "runs", "run_ids"] {
+                        let mut delete =
+                            QueryBuilder::new(format!("DELETE FROM {table} WHERE run_id = "));
+                        delete.push_bind(run_id.to_owned());
+                        delete.build().execute(&mut *tx).await?;
+                    }
                     Deleted::Deleted
                 }
                 Some(_) => Deleted::WrongToken,
@@ -326,42 +329,66 @@ impl Db {
         })
     }
 
-    /// Deletes every run with a sample matching `filter`; returns how many runs went. A
-    /// filter of only an end date, demo runs included, takes every run received before
-    /// it (with no samples too), and on PostgreSQL drops the months wholly before it.
+    /// Deletes every run with a sample matching `filter` (its record, its cells and its
+    /// id); returns how many runs went. A filter of only an end date, demo runs included,
+    /// takes every run received before it (with no samples too), and on PostgreSQL drops
+    /// the months wholly before it.
     pub async fn purge(&self, filter: &Filter) -> anyhow::Result<u64> {
         // Every run before a date: on PostgreSQL the months wholly before it go as
-        // tables first; their runs, and the rest, row by row.
+        // tables first; the rest, row by row.
         if let Some(to) = filter.to_ms
             && filter.equals.is_empty()
             && filter.from_ms.is_none()
             && filter.demo == DemoSamples::Include
         {
+            let mut purged = 0;
             if let Pool::Postgres(pg) = &self.pool {
                 let dropped = partitions::drop_before(pg, to).await?;
-                if !dropped.is_empty() {
-                    tracing::info!(?dropped, "purge dropped whole months of samples");
+                if !dropped.tables.is_empty() {
+                    tracing::info!(tables = ?dropped.tables, runs = dropped.runs,
+                        "purge dropped whole months");
                 }
+                purged += dropped.runs;
             }
             return with_pool!(self, |pool| {
-                let mut delete = QueryBuilder::new("DELETE FROM runs WHERE received_at_ms < ");
-                delete.push_bind(to);
-                Ok(delete.build().execute(pool).await?.rows_affected())
+                let mut tx = pool.begin().await?;
+                for table in ["cells", "runs", "run_ids"] {
+                    let mut delete =
+                        QueryBuilder::new(format!("DELETE FROM {table} WHERE received_at_ms < "));
+                    delete.push_bind(to);
+                    let deleted = delete.build().execute(&mut *tx).await?.rows_affected();
+                    if table == "runs" {
+                        purged += deleted;
+                    }
+                }
+                tx.commit().await?;
+                Ok(purged)
             });
         }
         // A sample matches exactly when its cell does (a cell's samples share every
-        // column a filter names), so the runs are chosen by their cells: far fewer rows.
+        // column a filter names), so the runs are chosen by their cells: the cells go
+        // last, as they choose.
         with_pool!(self, |pool| {
-            let mut delete =
-                QueryBuilder::new("DELETE FROM runs WHERE run_id IN (SELECT run_id FROM cells");
-            filter.push_where(&mut delete);
-            delete.push(")");
-            Ok(delete.build().execute(pool).await?.rows_affected())
+            let mut tx = pool.begin().await?;
+            let mut purged = 0;
+            for table in ["run_ids", "runs", "cells"] {
+                let mut delete = QueryBuilder::new(format!(
+                    "DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM cells"
+                ));
+                filter.push_where(&mut delete);
+                delete.push(")");
+                let deleted = delete.build().execute(&mut *tx).await?.rows_affected();
+                if table == "runs" {
+                    purged = deleted;
+                }
+            }
+            tx.commit().await?;
+            Ok(purged)
         })
     }
 
-    /// Makes the cells of runs that have none from their samples, as the collector does
-    /// when it starts; how many runs got cells.
+    /// Makes the cells of runs that have none, or none with their samples' indexes, from
+    /// their records, as the collector does when it starts; how many runs got cells.
     pub async fn rebuild_cells(&self) -> anyhow::Result<u64> {
         cells::rebuild_missing(&self.pool).await
     }
@@ -375,61 +402,6 @@ impl Db {
         each: impl FnMut(Cell),
     ) -> anyhow::Result<()> {
         cells::summary_cells(&self.pool, filter, group_by, each).await
-    }
-
-    /// Sends each run with samples matching `filter` to `runs_out`, oldest first, read
-    /// back from its stored record with the indexes of the matching samples; stops when
-    /// the receiver is gone (the client hung up). The runs are chosen by their cells, and
-    /// their samples through the `samples` table; every exported value comes from the
-    /// record, through core's one row.
-    pub async fn export_runs(
-        &self,
-        filter: &Filter,
-        runs_out: tokio::sync::mpsc::Sender<ExportRun>,
-    ) -> anyhow::Result<()> {
-        // The matching samples' indexes, one text per run: the only SQL the two databases
-        // spell differently here.
-        let aggregate = match self.as_pool() {
-            Pool::Sqlite(_) => "group_concat(idx)",
-            Pool::Postgres(_) => "string_agg(idx::text, ',')",
-        };
-        with_pool!(self, |pool| {
-            // The runs are chosen by their cells, and then their samples by the filter
-            // again, found by the run's id (the samples' primary key starts with it).
-            let mut select = QueryBuilder::new(format!(
-                "SELECT r.received_at_ms, r.record, r.record_lz4, m.indexes FROM runs r JOIN \
-                 (SELECT run_id, {aggregate} AS indexes FROM samples"
-            ));
-            select.push(" WHERE run_id IN (SELECT run_id FROM cells");
-            filter.push_where(&mut select);
-            select.push(")");
-            filter.push_and(&mut select);
-            select.push(
-                " GROUP BY run_id) m ON m.run_id = r.run_id ORDER BY r.received_at_ms, r.run_id",
-            );
-            let mut rows = select.build().fetch(pool);
-            while let Some(row) = rows.try_next().await? {
-                let record = record::json_of(row.try_get("record")?, row.try_get("record_lz4")?)?;
-                let run: Run = serde_json::from_str(&record)
-                    .context("a stored record that no longer reads as a run")?;
-                let listed: String = row.try_get("indexes")?;
-                let mut indexes = listed
-                    .split(',')
-                    .map(|i| i.parse::<u32>())
-                    .collect::<Result<Vec<_>, _>>()
-                    .with_context(|| format!("the sample indexes of run {}", run.run_id))?;
-                indexes.sort_unstable();
-                let export = ExportRun {
-                    received_at_ms: row.try_get("received_at_ms")?,
-                    run,
-                    indexes,
-                };
-                if runs_out.send(export).await.is_err() {
-                    break;
-                }
-            }
-            anyhow::Ok(())
-        })
     }
 
     /// The ids of every stored run, oldest first.
@@ -451,10 +423,22 @@ impl Db {
         })
     }
 
-    /// Every stored text value of every row, for tests that prove what is never stored.
+    /// The samples of every stored run, counted by their cells (each sample is in one).
+    pub async fn stored_samples(&self) -> anyhow::Result<i64> {
+        with_pool!(self, |pool| {
+            Ok(
+                sqlx::query_scalar("SELECT CAST(COALESCE(SUM(samples), 0) AS BIGINT) FROM cells")
+                    .fetch_one(pool)
+                    .await?,
+            )
+        })
+    }
+
+    /// Every stored text value of every row, records decompressed, for tests that prove
+    /// what is never stored.
     pub async fn all_text(&self) -> anyhow::Result<String> {
         let mut all = String::new();
-        for table in [Table::Runs, Table::Samples] {
+        for table in [Table::RunIds, Table::Runs, Table::Cells] {
             with_pool!(self, |pool| {
                 let sql = format!("SELECT * FROM {}", table.name());
                 let rows = sqlx::query(&sql).fetch_all(pool).await?;
@@ -464,6 +448,11 @@ impl Db {
                             all.push_str(&text);
                             all.push('\n');
                         }
+                    }
+                    if let Table::Runs = table {
+                        let lz4: Option<Vec<u8>> = row.try_get("record_lz4")?;
+                        all.push_str(&record::json_of(String::new(), lz4)?);
+                        all.push('\n');
                     }
                 }
                 anyhow::Ok(())
@@ -476,40 +465,21 @@ impl Db {
 /// The collector's tables.
 #[derive(Debug, Clone, Copy)]
 pub enum Table {
+    /// Every stored run's id, once.
+    RunIds,
+    /// A row per run, with its record.
     Runs,
-    Samples,
+    /// A row per combination of dimensions in a run (`cells`).
+    Cells,
 }
 
 impl Table {
     fn name(self) -> &'static str {
         match self {
+            Table::RunIds => "run_ids",
             Table::Runs => "runs",
-            Table::Samples => "samples",
+            Table::Cells => "cells",
         }
-    }
-}
-
-/// A stored run and which of its samples an export takes.
-#[derive(Debug, Clone)]
-pub struct ExportRun {
-    pub run: Run,
-    pub received_at_ms: i64,
-    /// The matching samples' indexes, ascending.
-    pub indexes: Vec<u32>,
-}
-
-impl ExportRun {
-    /// The matching samples as core's rows, in index order.
-    pub fn lines(&self) -> impl Iterator<Item = Line<'_>> {
-        self.run
-            .samples
-            .iter()
-            .filter(|s| self.indexes.binary_search(&s.index).is_ok())
-            .map(|sample| Line {
-                run: &self.run,
-                sample,
-                received_at_ms: Some(self.received_at_ms),
-            })
     }
 }
 

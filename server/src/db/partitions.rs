@@ -1,15 +1,18 @@
-//! PostgreSQL keeps `samples` in monthly partitions on `received_at_ms` (UTC months), so
-//! a year of a busy collector's requests is twelve tables, and dropping a month is
-//! dropping a table rather than deleting a hundred million rows one by one.
+//! PostgreSQL keeps `runs` and `cells` in monthly partitions on `received_at_ms` (UTC
+//! months): `runs_2026_12` and `cells_2026_12`. A year of a busy collector's runs is
+//! twelve tables of each, and dropping a month is dropping two tables rather than
+//! deleting a million runs (and their records) one by one.
 //!
 //! The collector creates the partitions of this month and the next [`MONTHS_AHEAD`] when
-//! it starts and every [`PREPARE_EVERY`] after. A sample outside every monthly partition
-//! (a clock far off, or a month whose partition is not made yet) lands in the default
-//! partition `samples_default`, never refused; when that month's partition is made, its
-//! rows move into it in the same transaction.
+//! it starts and every [`PREPARE_EVERY`] after. A run outside every monthly partition (a
+//! clock far off, or a month whose partition is not made yet) lands in the default
+//! partitions `runs_default` and `cells_default`, never refused; when that month's
+//! partitions are made, its rows move into them in the same transaction.
 //!
 //! An age purge that takes every run before a date (`purge?to=…&include_demo=true`) drops
-//! the partitions wholly before it and deletes the rest row by row.
+//! the months wholly before it and deletes the rest row by row. `run_ids`, which keeps
+//! each run's id unique across the months, is one small row per run and is not
+//! partitioned: the purge deletes its rows.
 
 use std::time::Duration;
 
@@ -23,6 +26,9 @@ pub const MONTHS_AHEAD: u32 = 2;
 pub const PREPARE_EVERY: Duration = Duration::from_secs(3600);
 /// Serialises partition changes between collectors sharing the database.
 const LOCK: i64 = 0x00f1_257f_7061_7274;
+/// The partitioned tables, each with a partition per month: a month's runs and their
+/// cells come and go together. Cells are dropped before runs.
+pub const TABLES: [&str; 2] = ["cells", "runs"];
 
 /// A calendar month in UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -64,14 +70,14 @@ impl Month {
             .unwrap_or(0)
     }
 
-    /// The partition's table name: `samples_2026_12`.
-    pub fn table(self) -> String {
-        format!("samples_{:04}_{:02}", self.year, self.month)
+    /// The name of `parent`'s partition for this month: `runs_2026_12`.
+    pub fn table(self, parent: &str) -> String {
+        format!("{parent}_{:04}_{:02}", self.year, self.month)
     }
 
-    /// The month of a partition's table name, when it is one.
-    pub fn from_table(name: &str) -> Option<Self> {
-        let rest = name.strip_prefix("samples_")?;
+    /// The month of one of `parent`'s partitions, by its name, when it is one.
+    pub fn from_table(parent: &str, name: &str) -> Option<Self> {
+        let rest = name.strip_prefix(parent)?.strip_prefix('_')?;
         let (year, month) = rest.split_once('_')?;
         let (year, month) = (year.parse().ok()?, month.parse().ok()?);
         (year > 0 && (1..=12).contains(&month) && rest.len() == 7).then_some(Self { year, month })
@@ -84,68 +90,75 @@ pub async fn prepare(pool: &PgPool, now_ms: i64) -> anyhow::Result<Vec<String>> 
     let mut month = Month::of(now_ms);
     let mut made = Vec::new();
     for _ in 0..=MONTHS_AHEAD {
-        if create(pool, month).await? {
-            made.push(month.table());
-        }
+        made.extend(create(pool, month).await?);
         month = month.next();
     }
     Ok(made)
 }
 
-/// Makes `month`'s partition unless it exists, moving its rows out of the default
-/// partition; whether it made it.
-pub async fn create(pool: &PgPool, month: Month) -> anyhow::Result<bool> {
-    let (table, from, to) = (month.table(), month.start_ms(), month.next().start_ms());
+/// Makes `month`'s partitions of [`TABLES`] unless they exist, moving their rows out of
+/// the default partitions; the tables it made.
+pub async fn create(pool: &PgPool, month: Month) -> anyhow::Result<Vec<String>> {
+    let (from, to) = (month.start_ms(), month.next().start_ms());
     let mut tx = pool.begin().await?;
     lock(&mut tx).await?;
-    let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
-        .bind(&table)
+    let mut made = Vec::new();
+    for parent in TABLES {
+        let table = month.table(parent);
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+            .bind(&table)
+            .fetch_one(&mut *tx)
+            .await?;
+        if exists {
+            continue;
+        }
+        let stranded: bool = sqlx::query_scalar(&format!(
+            "SELECT EXISTS (SELECT 1 FROM {parent}_default \
+             WHERE received_at_ms >= $1 AND received_at_ms < $2)"
+        ))
+        .bind(from)
+        .bind(to)
         .fetch_one(&mut *tx)
         .await?;
-    if exists {
-        return Ok(false);
-    }
-    let stranded: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM samples_default \
-         WHERE received_at_ms >= $1 AND received_at_ms < $2)",
-    )
-    .bind(from)
-    .bind(to)
-    .fetch_one(&mut *tx)
-    .await?;
-    if stranded {
-        // The default partition holds rows of this month: a partition cannot be made
-        // over them, so they move into a table of their own, which then becomes it.
-        sqlx::query(&format!(
-            "CREATE TABLE {table} (LIKE samples INCLUDING DEFAULTS)"
-        ))
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(&format!(
-            "WITH moved AS (DELETE FROM samples_default \
-             WHERE received_at_ms >= {from} AND received_at_ms < {to} RETURNING *) \
-             INSERT INTO {table} SELECT * FROM moved"
-        ))
-        .execute(&mut *tx)
-        .await
-        .with_context(|| format!("moving {table}'s rows out of the default partition"))?;
-        sqlx::query(&format!(
-            "ALTER TABLE samples ATTACH PARTITION {table} FOR VALUES FROM ({from}) TO ({to})"
-        ))
-        .execute(&mut *tx)
-        .await?;
-    } else {
-        sqlx::query(&format!(
-            "CREATE TABLE {table} PARTITION OF samples FOR VALUES FROM ({from}) TO ({to})"
-        ))
-        .execute(&mut *tx)
-        .await?;
+        if stranded {
+            // The default partition holds rows of this month: a partition cannot be made
+            // over them, so they move into a table of their own, which then becomes it
+            // (with the parent's storage settings, as PARTITION OF would give it).
+            sqlx::query(&format!(
+                "CREATE TABLE {table} \
+                 (LIKE {parent} INCLUDING DEFAULTS INCLUDING STORAGE INCLUDING COMPRESSION)"
+            ))
+            .execute(&mut *tx)
+            .await?;
+            sqlx::query(&format!(
+                "WITH moved AS (DELETE FROM {parent}_default \
+                 WHERE received_at_ms >= {from} AND received_at_ms < {to} RETURNING *) \
+                 INSERT INTO {table} SELECT * FROM moved"
+            ))
+            .execute(&mut *tx)
+            .await
+            .with_context(|| format!("moving {table}'s rows out of the default partition"))?;
+            sqlx::query(&format!(
+                "ALTER TABLE {parent} ATTACH PARTITION {table} FOR VALUES FROM ({from}) TO ({to})"
+            ))
+            .execute(&mut *tx)
+            .await?;
+        } else {
+            sqlx::query(&format!(
+                "CREATE TABLE {table} PARTITION OF {parent} FOR VALUES FROM ({from}) TO ({to})"
+            ))
+            .execute(&mut *tx)
+            .await?;
+        }
+        made.push(table);
     }
     tx.commit()
         .await
-        .with_context(|| format!("making the partition {table}"))?;
-    tracing::info!(partition = table, "made a monthly partition of samples");
-    Ok(true)
+        .with_context(|| format!("making the partitions of {month:?}"))?;
+    if !made.is_empty() {
+        tracing::info!(partitions = ?made, "made monthly partitions");
+    }
+    Ok(made)
 }
 
 /// Waits for the other collectors' partition changes; held until `tx` ends.
@@ -157,34 +170,57 @@ async fn lock(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>) -> anyhow::Result<
     Ok(())
 }
 
-/// The monthly partitions there are, oldest first.
+/// The months `runs` is partitioned into, oldest first.
 pub async fn months(pool: &PgPool) -> anyhow::Result<Vec<Month>> {
     let names: Vec<String> = sqlx::query_scalar(
         "SELECT c.relname::TEXT FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid \
-         WHERE i.inhparent = to_regclass('samples')",
+         WHERE i.inhparent = to_regclass('runs')",
     )
     .fetch_all(pool)
     .await?;
-    let mut months: Vec<Month> = names.iter().filter_map(|n| Month::from_table(n)).collect();
+    let mut months: Vec<Month> = names
+        .iter()
+        .filter_map(|n| Month::from_table("runs", n))
+        .collect();
     months.sort();
     Ok(months)
 }
 
-/// Drops the monthly partitions that end at or before `to_ms`; the tables dropped. Their
-/// runs stay for the caller to delete (with what remains of theirs elsewhere).
-pub async fn drop_before(pool: &PgPool, to_ms: i64) -> anyhow::Result<Vec<String>> {
-    let mut dropped = Vec::new();
+/// What dropping whole months took.
+#[derive(Debug, Default)]
+pub struct Dropped {
+    /// The tables dropped.
+    pub tables: Vec<String>,
+    /// The runs they held.
+    pub runs: u64,
+}
+
+/// Drops the monthly partitions that end at or before `to_ms`, each month's cells and
+/// runs in one transaction. The ids of their runs stay in `run_ids` for the caller to
+/// delete, with the rows before `to_ms` left in the months it did not drop.
+pub async fn drop_before(pool: &PgPool, to_ms: i64) -> anyhow::Result<Dropped> {
+    let mut dropped = Dropped::default();
     for month in months(pool).await? {
         if month.next().start_ms() > to_ms {
             break;
         }
         let mut tx = pool.begin().await?;
         lock(&mut tx).await?;
-        sqlx::query(&format!("DROP TABLE IF EXISTS {}", month.table()))
-            .execute(&mut *tx)
-            .await?;
+        let runs = month.table("runs");
+        let held: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {runs}"))
+            .fetch_one(&mut *tx)
+            .await
+            .with_context(|| format!("counting the runs in {runs}"))?;
+        for parent in TABLES {
+            sqlx::query(&format!("DROP TABLE IF EXISTS {}", month.table(parent)))
+                .execute(&mut *tx)
+                .await?;
+        }
         tx.commit().await?;
-        dropped.push(month.table());
+        dropped.runs += held.max(0) as u64;
+        dropped
+            .tables
+            .extend(TABLES.iter().map(|parent| month.table(parent)));
     }
     Ok(dropped)
 }
@@ -214,15 +250,17 @@ mod tests {
         assert_eq!(december.next().start_ms(), 1_798_761_600_000);
         assert_eq!(Month::of(1_798_761_600_000), december.next());
         assert_eq!(Month::of(1_798_761_599_999), december);
-        assert_eq!(december.table(), "samples_2026_12");
-        assert_eq!(Month::from_table("samples_2026_12"), Some(december));
+        assert_eq!(december.table("runs"), "runs_2026_12");
+        assert_eq!(Month::from_table("runs", "runs_2026_12"), Some(december));
+        assert_eq!(Month::from_table("cells", "cells_2026_12"), Some(december));
         for name in [
-            "samples_default",
-            "samples_2026_13",
-            "samples_2026_1",
+            "runs_default",
+            "runs_2026_13",
+            "runs_2026_1",
+            "cells_2026_12",
             "runs",
         ] {
-            assert_eq!(Month::from_table(name), None, "{name}");
+            assert_eq!(Month::from_table("runs", name), None, "{name}");
         }
     }
 }

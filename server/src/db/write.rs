@@ -23,7 +23,6 @@ use firsttoken_core::Run;
 use sqlx::QueryBuilder;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::sample_rows::{self, InsertSamples};
 use super::{Pool, Stored, cells};
 
 /// Uploads waiting for the writer. A full queue makes the next upload wait (its handler
@@ -38,11 +37,11 @@ const SAMPLES_PER_COMMIT: usize = 20_000;
 /// it writes).
 const POSTGRES_WRITERS: usize = 4;
 
-// Every statement here but the sample rows' and the cells' (which come in a few fixed
-// sizes, `statements.rs`) has as many rows or ids as the batch has, so each is written
-// once: they are not kept prepared (`persistent(false)`). sqlx keeps up to 100 prepared
-// statements per connection, and a SQLite statement inserting a thousand rows of 33
-// values is about a megabyte of program: kept, they held hundreds of megabytes.
+// Every statement here but the cells' (which come in a few fixed sizes, `statements.rs`)
+// has as many rows or ids as the batch has, so each is written once: they are not kept
+// prepared (`persistent(false)`). sqlx keeps up to 100 prepared statements per
+// connection, and a SQLite statement inserting a thousand rows of 33 values is about a
+// megabyte of program: kept, they held hundreds of megabytes.
 
 /// A run ready to store, with everything the writer needs.
 #[derive(Debug)]
@@ -195,44 +194,21 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
 
     let (created, earlier): (HashSet<String>, HashMap<String, String>) = with_pool!(pool, |p| {
         let mut tx = p.begin().await?;
-        let mut insert = QueryBuilder::new(
-            "INSERT INTO runs (run_id, received_at_ms, started_at_ms, schema_version, app_version, \
-             target_label, target_origin, target_version, dialect, demo, network, effective_type, \
-             browser, browser_major, os, mobile, sample_count, record_sha256, record, record_lz4, \
-             delete_token_sha256, study) ",
-        );
-        insert.push_values(&firsts, |mut row, u| {
-            let (run, main) = (&u.run, u.run.main_target());
-            row.push_bind(run.run_id.as_str())
+        // Each id once: `run_ids` decides which runs are new.
+        let mut claim =
+            QueryBuilder::new("INSERT INTO run_ids (run_id, received_at_ms, record_sha256) ");
+        claim.push_values(&firsts, |mut row, u| {
+            row.push_bind(u.run.run_id.as_str())
                 .push_bind(u.received_at_ms)
-                .push_bind(i64::try_from(run.started_at_ms).unwrap_or(i64::MAX))
-                .push_bind(i64::from(run.schema_version))
-                .push_bind(run.app_version.as_str())
-                .push_bind(main.label.as_str())
-                .push_bind(main.origin.as_str())
-                .push_bind(main.version.as_deref())
-                .push_bind(main.dialect.name())
-                .push_bind(main.demo)
-                .push_bind(run.client.network.name())
-                .push_bind(run.client.effective_type.as_deref())
-                .push_bind(run.client.browser.as_deref())
-                .push_bind(run.client.browser_major.map(i64::from))
-                .push_bind(run.client.os.as_deref())
-                .push_bind(run.client.mobile)
-                .push_bind(run.samples.len() as i64)
-                .push_bind(u.record_sha256.as_str())
-                .push_bind("")
-                .push_bind(u.record_lz4.as_slice())
-                .push_bind(u.delete_token_sha256.as_str())
-                .push_bind(run.study_id.as_deref());
+                .push_bind(u.record_sha256.as_str());
         });
-        insert.push(" ON CONFLICT (run_id) DO NOTHING RETURNING run_id");
-        let created: HashSet<String> = insert
+        claim.push(" ON CONFLICT (run_id) DO NOTHING RETURNING run_id");
+        let created: HashSet<String> = claim
             .build_query_scalar()
             .persistent(false)
             .fetch_all(&mut *tx)
             .await
-            .context("inserting runs")?
+            .context("claiming run ids")?
             .into_iter()
             .collect();
 
@@ -245,7 +221,7 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             .collect();
         if !taken.is_empty() {
             let mut select =
-                QueryBuilder::new("SELECT run_id, record_sha256 FROM runs WHERE run_id IN (");
+                QueryBuilder::new("SELECT run_id, record_sha256 FROM run_ids WHERE run_id IN (");
             let mut ids = select.separated(", ");
             for id in &taken {
                 ids.push_bind(*id);
@@ -260,19 +236,52 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             earlier.extend(rows);
         }
 
-        let rows: Vec<sample_rows::Row> = firsts
+        let new: Vec<&&Upload> = firsts
             .iter()
             .filter(|u| created.contains(&u.run.run_id))
-            .flat_map(|u| u.run.samples.iter().map(|s| (&u.run, s, u.received_at_ms)))
             .collect();
-        (*tx).insert_samples(&rows).await?;
-        // Each new run's cells, for summaries: in this transaction, so they never disagree
-        // with the samples.
-        let cells: Vec<&cells::CellRow> = firsts
-            .iter()
-            .filter(|u| created.contains(&u.run.run_id))
-            .flat_map(|u| &u.cells)
-            .collect();
+        if !new.is_empty() {
+            let mut insert = QueryBuilder::new(
+                "INSERT INTO runs (run_id, received_at_ms, started_at_ms, schema_version, \
+                 app_version, target_label, target_origin, target_version, dialect, demo, \
+                 network, effective_type, browser, browser_major, os, mobile, sample_count, \
+                 record_sha256, record, record_lz4, delete_token_sha256, study) ",
+            );
+            insert.push_values(&new, |mut row, u| {
+                let (run, main) = (&u.run, u.run.main_target());
+                row.push_bind(run.run_id.as_str())
+                    .push_bind(u.received_at_ms)
+                    .push_bind(i64::try_from(run.started_at_ms).unwrap_or(i64::MAX))
+                    .push_bind(i64::from(run.schema_version))
+                    .push_bind(run.app_version.as_str())
+                    .push_bind(main.label.as_str())
+                    .push_bind(main.origin.as_str())
+                    .push_bind(main.version.as_deref())
+                    .push_bind(main.dialect.name())
+                    .push_bind(main.demo)
+                    .push_bind(run.client.network.name())
+                    .push_bind(run.client.effective_type.as_deref())
+                    .push_bind(run.client.browser.as_deref())
+                    .push_bind(run.client.browser_major.map(i64::from))
+                    .push_bind(run.client.os.as_deref())
+                    .push_bind(run.client.mobile)
+                    .push_bind(run.samples.len() as i64)
+                    .push_bind(u.record_sha256.as_str())
+                    .push_bind("")
+                    .push_bind(u.record_lz4.as_slice())
+                    .push_bind(u.delete_token_sha256.as_str())
+                    .push_bind(run.study_id.as_deref());
+            });
+            insert
+                .build()
+                .persistent(false)
+                .execute(&mut *tx)
+                .await
+                .context("inserting runs")?;
+        }
+        // Each new run's cells, for summaries and exports: in this transaction, so they
+        // never disagree with the run.
+        let cells: Vec<&cells::CellRow> = new.iter().flat_map(|u| &u.cells).collect();
         cells::insert_cells!(tx, cells);
         tx.commit().await.context("committing uploads")?;
         anyhow::Ok((created, earlier))

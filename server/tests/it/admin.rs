@@ -156,14 +156,7 @@ async fn purge_deletes_matching_runs_and_needs_a_condition() {
                 .expect("count"),
             1
         );
-        assert_eq!(
-            t.db.count(firsttoken_server::db::Table::Samples)
-                .await
-                .expect("count"),
-            3,
-            "{}",
-            t.name
-        );
+        assert_eq!(t.db.stored_samples().await.expect("count"), 3, "{}", t.name);
         t.cleanup().await;
     }
 }

@@ -1,102 +1,75 @@
-//! The `samples` table, as each database's migrations leave it, has exactly the stored
-//! columns of core's one sample row (`firsttoken_core::export::COLUMNS`), so the INSERT
-//! made from that list can never name a column the table lacks, and no column of the
-//! table is left unwritten; and no index but its primary key. And how a run's record is
-//! kept: compressed, readable back as it was sent.
+//! What the collector keeps of a run: its record, compressed, readable back as it was
+//! sent; no row per request; and cells whose sample indexes are exactly the samples each
+//! stands for, so an export takes exactly the samples its filter names.
+
+use std::collections::BTreeSet;
 
 use crate::common;
 
-use firsttoken_server::db::Pool;
+use firsttoken_core::Phase;
+use firsttoken_core::Run;
+use firsttoken_server::db::{Dimension, ExportRun, Filter, Pool, Value};
 
+/// Every request was a row of `samples` until an upload's cost was mostly those rows:
+/// no table holds one now, on either database.
 #[tokio::test]
-async fn the_samples_table_is_the_stored_columns_of_the_row() {
-    let mut stored: Vec<String> = firsttoken_core::export::stored_columns()
-        .filter_map(|c| c.stored_as.map(str::to_owned))
-        .collect();
-    stored.sort();
+async fn no_table_holds_a_row_per_sample() {
     for t in common::databases().await {
-        let mut table: Vec<String> = match t.db.pool() {
-            Pool::Sqlite(pool) => {
-                sqlx::query_scalar("SELECT name FROM pragma_table_info('samples')")
-                    .fetch_all(pool)
-                    .await
-                    .expect("SQLite's columns")
-            }
-            Pool::Postgres(pool) => sqlx::query_scalar(
-                "SELECT column_name::text FROM information_schema.columns \
-                 WHERE table_name = 'samples' AND table_schema = current_schema()",
-            )
-            .fetch_all(pool)
-            .await
-            .expect("PostgreSQL's columns"),
-        };
-        table.sort();
-        assert_eq!(table, stored, "{}", t.name);
-        t.cleanup().await;
-    }
-}
-
-/// Every upload writes a row per sample, and each index on `samples` is written with it.
-/// Exports and purges choose runs by their cells and a run's samples by its id, so the
-/// primary key (which starts with the run's id) is the one index `samples` keeps.
-#[tokio::test]
-async fn samples_keep_only_their_primary_key() {
-    for t in common::databases().await {
-        let indexes: Vec<String> = match t.db.pool() {
+        let mut tables: Vec<String> = match t.db.pool() {
             Pool::Sqlite(pool) => sqlx::query_scalar(
-                "SELECT name FROM pragma_index_list('samples') WHERE origin <> 'pk'",
+                "SELECT name FROM sqlite_master WHERE type = 'table' \
+                 AND name NOT LIKE '\\_%' ESCAPE '\\' AND name NOT LIKE 'sqlite%'",
             )
             .fetch_all(pool)
             .await
-            .expect("SQLite's indexes"),
-            // On the partitioned table itself: each month's partition has the same.
+            .expect("SQLite's tables"),
+            // The partitioned tables themselves, not their months.
             Pool::Postgres(pool) => sqlx::query_scalar(
-                "SELECT indexname::text FROM pg_indexes WHERE tablename = 'samples' \
-                 AND schemaname = current_schema() AND indexname <> 'samples_pkey'",
+                "SELECT c.relname::TEXT FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') \
+                 AND NOT c.relispartition AND c.relname NOT LIKE '\\_%'",
             )
             .fetch_all(pool)
             .await
-            .expect("PostgreSQL's indexes"),
+            .expect("PostgreSQL's tables"),
         };
-        assert_eq!(indexes, Vec::<String>::new(), "{}", t.name);
+        tables.sort();
+        assert_eq!(tables, ["cells", "run_ids", "runs"], "{}", t.name);
         t.cleanup().await;
     }
 }
 
-/// What an upload stores in `samples` is core's row, value for value, in every stored
-/// column: the SQLite INSERT and PostgreSQL's arrays (one per column) are written apart,
-/// so a column bound in the wrong place or of the wrong type shows here. Two runs go in
-/// one transaction, as under load.
+/// Two runs stored in one transaction, as under load: the second has 150 samples of
+/// several phases, levels and scenarios. Each run's cells hold each of its samples once,
+/// each cell's indexes are the samples of its combination, and an export filtered by a
+/// dimension takes exactly the samples whose value it is, read independently from the run.
 #[tokio::test]
-async fn each_sample_row_holds_cores_values() {
-    use firsttoken_core::Run;
-    use firsttoken_core::export::{self, Line, Value};
-
+async fn cells_list_their_samples_and_exports_take_exactly_the_filtered_ones() {
     let mut runs: Vec<Run> = [common::example_run(), common::run_with(7, |_| {})]
         .into_iter()
         .map(|json| serde_json::from_value(json).expect("a run"))
         .collect();
-    // The second has 150 samples, each a little different, so on SQLite the rows go in
-    // statements of several sizes (153 rows with the first run's 3: 128, 16, 8 and 1).
+    for run in &mut runs {
+        run.targets[0].demo = false;
+    }
     let kinds = runs[1].samples.clone();
     runs[1].samples = (0..150u32)
         .map(|i| {
-            let mut sample = kinds[i as usize % kinds.len()].clone();
+            let mut sample = kinds[(i as usize / 7) % kinds.len()].clone();
             sample.index = i;
+            sample.phase = match i {
+                0..10 => Phase::Warmup,
+                140.. => Phase::Fresh,
+                _ => Phase::Steady,
+            };
+            sample.concurrency = 1 + (i / 20) % 3;
+            sample.scenario = (i % 11 == 0).then(|| "long".to_owned());
             sample.start_ms += f64::from(i);
             sample
         })
         .collect();
     let received_at_ms = 1_796_000_000_000;
-    let stored: Vec<&export::Column> = export::stored_columns().collect();
-    let select = format!(
-        "SELECT {} FROM samples WHERE run_id = $1 ORDER BY idx",
-        stored
-            .iter()
-            .filter_map(|c| c.stored_as)
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
     for t in common::databases().await {
         let records: Vec<String> = runs
             .iter()
@@ -110,96 +83,77 @@ async fn each_sample_row_holds_cores_values() {
         a.expect("stored");
         b.expect("stored");
         assert!(t.db.commits() - commits <= 2, "{}", t.name);
-        for run in &runs {
-            let rows = match t.db.pool() {
-                Pool::Sqlite(pool) => read(pool, &select, run, &stored).await,
-                Pool::Postgres(pool) => read(pool, &select, run, &stored).await,
-            };
-            assert_eq!(rows.len(), run.samples.len(), "{}", t.name);
-            for (sample, row) in run.samples.iter().zip(&rows) {
-                let line = Line {
-                    run,
-                    sample,
-                    received_at_ms: Some(received_at_ms),
-                };
-                for (column, got) in stored.iter().zip(row) {
-                    let expected = match column.value(&line) {
-                        Value::Text(v) => Stored::Text(v.map(str::to_owned)),
-                        Value::Int(v) => Stored::Int(v),
-                        Value::Real(v) => Stored::Real(v),
-                        Value::Bool(v) => Stored::Bool(v),
-                        Value::Reals(_) => panic!("{} is a list", column.name),
-                    };
-                    assert_eq!(
-                        *got, expected,
-                        "{}: sample {} column {}",
-                        t.name, sample.index, column.name
-                    );
+        let total: usize = runs.iter().map(|r| r.samples.len()).sum();
+        assert_eq!(
+            t.db.stored_samples().await.expect("count"),
+            total as i64,
+            "{}",
+            t.name
+        );
+
+        // Everything, then one phase, one level and one scenario at a time.
+        let mut filters = vec![(Filter::default(), None)];
+        for phase in ["steady", "warmup", "fresh"] {
+            filters.push((
+                equals(Dimension::Phase, phase),
+                Some((Dimension::Phase, phase.to_owned())),
+            ));
+        }
+        for level in ["1", "2", "3"] {
+            filters.push((
+                equals(Dimension::Concurrency, level),
+                Some((Dimension::Concurrency, level.to_owned())),
+            ));
+        }
+        filters.push((
+            equals(Dimension::Scenario, "long"),
+            Some((Dimension::Scenario, "long".to_owned())),
+        ));
+        for (filter, only) in filters {
+            let expected: BTreeSet<(String, u32)> = runs
+                .iter()
+                .flat_map(|run| {
+                    run.samples.iter().filter_map(|s| {
+                        let keep = match &only {
+                            None => true,
+                            Some((Dimension::Phase, p)) => s.phase.name() == p,
+                            Some((Dimension::Concurrency, c)) => s.concurrency.to_string() == *c,
+                            Some((_, scenario)) => s.scenario.as_ref() == Some(scenario),
+                        };
+                        keep.then(|| (run.run_id.clone(), s.index))
+                    })
+                })
+                .collect();
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<ExportRun>(4);
+            let export = t.db.export_runs(&filter, tx);
+            let read = async {
+                let mut got = BTreeSet::new();
+                while let Some(run) = rx.recv().await {
+                    for line in run.lines() {
+                        assert!(
+                            got.insert((line.run.run_id.clone(), line.sample.index)),
+                            "{}: sample {} twice",
+                            t.name,
+                            line.sample.index
+                        );
+                    }
                 }
-            }
+                got
+            };
+            let (done, got) = tokio::join!(export, read);
+            done.expect("exports");
+            assert_eq!(got, expected, "{}: {only:?}", t.name);
+            assert!(only.is_none() || got.len() < total, "{}: {only:?}", t.name);
         }
         t.cleanup().await;
     }
 }
 
-/// A stored value read back.
-#[derive(Debug, PartialEq)]
-enum Stored {
-    Text(Option<String>),
-    Int(Option<i64>),
-    Real(Option<f64>),
-    Bool(Option<bool>),
-}
-
-/// The run's sample rows, each column read as core's row says it is typed.
-async fn read<DB>(
-    pool: &sqlx::Pool<DB>,
-    select: &str,
-    run: &firsttoken_core::Run,
-    columns: &[&firsttoken_core::export::Column],
-) -> Vec<Vec<Stored>>
-where
-    DB: sqlx::Database,
-    for<'q> <DB as sqlx::Database>::Arguments<'q>: sqlx::IntoArguments<'q, DB>,
-    for<'c> &'c mut <DB as sqlx::Database>::Connection: sqlx::Executor<'c, Database = DB>,
-    for<'q> String: sqlx::Encode<'q, DB> + sqlx::Decode<'q, DB>,
-    String: sqlx::Type<DB>,
-    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Decode<'q, DB>,
-    i64: sqlx::Type<DB>,
-    for<'q> f64: sqlx::Decode<'q, DB>,
-    f64: sqlx::Type<DB>,
-    for<'q> bool: sqlx::Decode<'q, DB>,
-    bool: sqlx::Type<DB>,
-    usize: sqlx::ColumnIndex<DB::Row>,
-{
-    use firsttoken_core::export::{Line, Value};
-    use sqlx::Row;
-
-    let line = Line {
-        run,
-        sample: &run.samples[0],
-        received_at_ms: None,
-    };
-    let rows = sqlx::query(select)
-        .bind(run.run_id.clone())
-        .fetch_all(pool)
-        .await
-        .expect("the run's samples");
-    rows.iter()
-        .map(|row| {
-            columns
-                .iter()
-                .enumerate()
-                .map(|(i, column)| match column.value(&line) {
-                    Value::Text(_) => Stored::Text(row.try_get(i).expect("text")),
-                    Value::Int(_) => Stored::Int(row.try_get(i).expect("a whole number")),
-                    Value::Real(_) => Stored::Real(row.try_get(i).expect("a number")),
-                    Value::Bool(_) => Stored::Bool(row.try_get(i).expect("true or false")),
-                    Value::Reals(_) => panic!("{} is a list", column.name),
-                })
-                .collect()
-        })
-        .collect()
+fn equals(dimension: Dimension, text: &str) -> Filter {
+    Filter {
+        equals: vec![(dimension, Value::parse(dimension, text).expect("a value"))],
+        ..Filter::default()
+    }
 }
 
 /// A new run's record is stored compressed by the collector (`record_lz4`, with `record`

@@ -70,7 +70,7 @@ async fn uploads_that_arrive_together_share_one_commit_and_each_gets_its_own_ans
         );
         let per_run = runs[0].samples.len() as i64;
         assert_eq!(
-            t.db.count(Table::Samples).await.expect("counts samples"),
+            t.db.stored_samples().await.expect("counts samples"),
             40 * per_run,
             "{}",
             t.name
@@ -90,11 +90,9 @@ async fn uploads_that_arrive_together_share_one_commit_and_each_gets_its_own_ans
 async fn an_upload_the_database_refuses_fails_alone() {
     for t in common::databases().await {
         let runs: Vec<Run> = (100..110).map(run).collect();
-        // What each database refuses: SQLite stores a NaN as NULL, which the NOT NULL
-        // start time refuses; PostgreSQL refuses a NUL character in text.
-        let mut poisoned = run(200);
-        poisoned.samples[0].start_ms = f64::NAN;
-        poisoned.samples[0].scenario = Some("a\0b".into());
+        // A run the database refuses: a trigger in each raises on its id.
+        let poisoned = run(200);
+        refuse(&t.db, &poisoned.run_id).await;
         let mut all: Vec<&Run> = runs.iter().collect();
         all.insert(4, &poisoned);
         let records: Vec<String> = all
@@ -135,5 +133,37 @@ async fn an_upload_the_database_refuses_fails_alone() {
             t.name
         );
         t.cleanup().await;
+    }
+}
+
+/// Makes the database refuse to store the run `run_id`, as it would refuse a row it
+/// cannot take: a trigger raises an error when that run's row is inserted.
+async fn refuse(db: &firsttoken_server::Db, run_id: &str) {
+    use firsttoken_server::db::Pool;
+    match db.pool() {
+        Pool::Sqlite(pool) => {
+            let sql = format!(
+                "CREATE TRIGGER refuse BEFORE INSERT ON runs WHEN NEW.run_id = '{run_id}' \
+                 BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+            );
+            sqlx::query(&sql).execute(pool).await.expect("a trigger");
+        }
+        Pool::Postgres(pool) => {
+            let function = format!(
+                "CREATE FUNCTION refuse() RETURNS trigger AS $$ BEGIN \
+                 IF NEW.run_id = '{run_id}' THEN RAISE EXCEPTION 'refused by the test'; \
+                 END IF; RETURN NEW; END $$ LANGUAGE plpgsql"
+            );
+            sqlx::query(&function)
+                .execute(pool)
+                .await
+                .expect("a function");
+            sqlx::query(
+                "CREATE TRIGGER refuse BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION refuse()",
+            )
+            .execute(pool)
+            .await
+            .expect("a trigger");
+        }
     }
 }

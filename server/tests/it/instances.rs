@@ -75,7 +75,7 @@ async fn two_instances_on_one_database_lose_nothing_and_store_nothing_twice() {
             t.name
         );
         assert_eq!(
-            t.db.count(Table::Samples).await.expect("count"),
+            t.db.stored_samples().await.expect("count"),
             3 * RUNS as i64,
             "{}",
             t.name

@@ -19,3 +19,4 @@ mod runs;
 mod shutdown;
 mod static_files;
 mod summary;
+mod upgrade;

@@ -1,5 +1,5 @@
-//! PostgreSQL's monthly partitions of samples: made ahead, rows outside them kept and
-//! moved in when their month is made, whole months dropped by an age purge.
+//! PostgreSQL's monthly partitions of runs and cells: made ahead, rows outside them kept
+//! and moved in when their month is made, whole months dropped by an age purge.
 
 use crate::common;
 
@@ -26,12 +26,16 @@ async fn store(t: &common::TestDb, n: u64, received_at_ms: i64) {
     assert!(matches!(stored, Stored::Created { .. }), "{stored:?}");
 }
 
-async fn rows_in(t: &common::TestDb, table: &str) -> i64 {
+fn pg(t: &common::TestDb) -> &sqlx::PgPool {
     let Pool::Postgres(pg) = t.db.pool() else {
         unreachable!("PostgreSQL only")
     };
+    pg
+}
+
+async fn rows_in(t: &common::TestDb, table: &str) -> i64 {
     sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
-        .fetch_one(pg)
+        .fetch_one(pg(t))
         .await
         .unwrap_or_else(|e| panic!("count {table}: {e}"))
 }
@@ -58,33 +62,58 @@ async fn months_are_made_ahead_kept_whole_and_dropped_whole() {
     );
 
     // Three runs in March 2024 and one in April, before any partition: kept, in the
-    // default partition.
+    // default partitions.
     let (march, april) = (ms(2024, 3, 10), ms(2024, 4, 2));
     for n in 0..3 {
         store(&t, n, march + n as i64).await;
     }
     store(&t, 3, april).await;
-    let samples_per_run = run(0).samples.len() as i64;
-    assert_eq!(rows_in(&t, "samples_default").await, 4 * samples_per_run);
+    let cells_per_run = rows_in(&t, "cells_default").await / 4;
+    assert!(cells_per_run > 0);
+    assert_eq!(rows_in(&t, "runs_default").await, 4);
+    assert_eq!(rows_in(&t, "cells_default").await, 4 * cells_per_run);
 
     // Making March's and April's partitions moves their rows in; nothing is lost.
     let made = t.db.prepare_partitions(march).await.expect("prepare");
     assert_eq!(
         made,
-        ["samples_2024_03", "samples_2024_04", "samples_2024_05"]
+        [
+            "cells_2024_03",
+            "runs_2024_03",
+            "cells_2024_04",
+            "runs_2024_04",
+            "cells_2024_05",
+            "runs_2024_05"
+        ]
     );
-    assert_eq!(rows_in(&t, "samples_default").await, 0);
-    assert_eq!(rows_in(&t, "samples_2024_03").await, 3 * samples_per_run);
-    assert_eq!(rows_in(&t, "samples_2024_04").await, samples_per_run);
+    for (table, rows) in [
+        ("runs_default", 0),
+        ("cells_default", 0),
+        ("runs_2024_03", 3),
+        ("cells_2024_03", 3 * cells_per_run),
+        ("runs_2024_04", 1),
+        ("cells_2024_04", cells_per_run),
+    ] {
+        assert_eq!(rows_in(&t, table).await, rows, "{table}");
+    }
+    let samples_per_run = run(0).samples.len() as i64;
     assert_eq!(
-        t.db.count(Table::Samples).await.expect("count"),
+        t.db.stored_samples().await.expect("count"),
         4 * samples_per_run
     );
-    // A run this month lands in this month's partition.
+    // A moved run reads back, and a repeated upload of it is still the same run.
+    let moved = run(1);
+    let record = serde_json::to_string(&moved).expect("serializes");
+    let read = t.db.run_record(&moved.run_id).await.expect("read");
+    assert_eq!(read.as_deref(), Some(record.as_str()));
+    let again = t.db.insert_run(&moved, &record, now, None).await;
+    assert_eq!(again.expect("answered"), Stored::AlreadyStored);
+    // A run this month lands in this month's partitions.
     store(&t, 4, now).await;
-    assert_eq!(rows_in(&t, &this.table()).await, samples_per_run);
+    assert_eq!(rows_in(&t, &this.table("runs")).await, 1);
+    assert_eq!(rows_in(&t, &this.table("cells")).await, cells_per_run);
 
-    // Purging everything before 15 April: March goes as a table, April's run row by row
+    // Purging everything before 15 April: March goes as tables, April's run row by row
     // (it was received on the 2nd), and this month's run stays.
     let purge = Filter {
         to_ms: Some(ms(2024, 4, 15)),
@@ -104,133 +133,28 @@ async fn months_are_made_ahead_kept_whole_and_dropped_whole() {
         year: 2024,
         month: 4
     }));
+    for table in ["runs_2024_03", "cells_2024_03"] {
+        let gone: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NULL")
+            .bind(table)
+            .fetch_one(pg(&t))
+            .await
+            .expect("looked up");
+        assert!(gone, "{table} is still there");
+    }
     assert_eq!(t.db.count(Table::Runs).await.expect("count"), 1);
+    assert_eq!(t.db.count(Table::RunIds).await.expect("count"), 1);
     assert_eq!(
-        t.db.count(Table::Samples).await.expect("count"),
-        samples_per_run
+        t.db.count(Table::Cells).await.expect("count"),
+        cells_per_run
     );
-    assert_eq!(
-        rows_in(&t, "cells WHERE received_at_ms < 1750000000000").await,
-        0
+    assert_eq!(t.db.stored_samples().await.expect("count"), samples_per_run);
+    // A purged run's id is free again: uploaded anew, it is stored anew.
+    let again = t.db.insert_run(&moved, &record, now, None).await;
+    assert!(
+        matches!(again.expect("answered"), Stored::Created { .. }),
+        "a purged run's id"
     );
     // The storage figure counts the partitions' tables.
     assert!(t.db.storage_bytes().await.expect("storage") > 0);
     t.cleanup().await;
-}
-
-#[tokio::test]
-async fn upgrading_a_database_moves_every_sample_into_its_month() {
-    let Some(t) = common::postgres().await else {
-        return;
-    };
-    let Pool::Postgres(pg) = t.db.pool() else {
-        unreachable!("PostgreSQL only")
-    };
-    // A second schema holding the tables as they were before partitioning, with runs
-    // from two months in it.
-    let schema = format!("{}_upgrade", current_schema(pg).await);
-    sqlx::query(&format!("CREATE SCHEMA {schema}"))
-        .execute(pg)
-        .await
-        .expect("schema");
-    let options = pg
-        .connect_options()
-        .as_ref()
-        .clone()
-        .options([("search_path", schema.as_str())]);
-    let old = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(4)
-        .connect_with(options.clone())
-        .await
-        .expect("connect");
-    let mut before = sqlx::migrate!("./migrations/postgres");
-    let unpartitioned: Vec<_> = before
-        .migrations
-        .iter()
-        .filter(|m| m.version < 4)
-        .cloned()
-        .collect();
-    before.migrations = unpartitioned.into();
-    before
-        .run(&old)
-        .await
-        .expect("the schema before partitioning");
-    // This version's writer stores the runs; a column it writes that came later (the
-    // compressed record) is there for it, and afterwards the rows are as an earlier
-    // collector left them: the record's JSON in `record`, and no such column.
-    sqlx::query("ALTER TABLE runs ADD COLUMN record_lz4 BYTEA")
-        .execute(&old)
-        .await
-        .expect("a column for the writer");
-    let db = firsttoken_server::Db::new(Pool::Postgres(old.clone()));
-    let (one, two) = (ms(2025, 7, 20), ms(2025, 9, 1));
-    let mut records = Vec::new();
-    for (n, at) in [(10, one), (11, one), (12, two)] {
-        let run = run(n);
-        let record = serde_json::to_string(&run).expect("serializes");
-        db.insert_run(&run, &record, at, None)
-            .await
-            .expect("stored");
-        sqlx::query("UPDATE runs SET record = $1 WHERE run_id = $2")
-            .bind(&record)
-            .bind(&run.run_id)
-            .execute(&old)
-            .await
-            .expect("the record as it was stored");
-        records.push((run.run_id, record));
-    }
-    sqlx::query("ALTER TABLE runs DROP COLUMN record_lz4")
-        .execute(&old)
-        .await
-        .expect("the schema as it was");
-    let stored = db.count(Table::Samples).await.expect("count");
-
-    // The collector of this version opens it: every sample is in its month's table.
-    let upgraded = firsttoken_server::Db::connect_postgres(options)
-        .await
-        .expect("upgrades");
-    assert_eq!(upgraded.count(Table::Samples).await.expect("count"), stored);
-    for (id, record) in &records {
-        let read = upgraded.run_record(id).await.expect("read").expect("there");
-        assert_eq!(
-            read, *record,
-            "run {id}, stored before records were compressed"
-        );
-    }
-    let months = upgraded.partitions().await.expect("partitions");
-    assert_eq!(
-        months.first(),
-        Some(&Month {
-            year: 2025,
-            month: 7
-        }),
-        "{months:?}"
-    );
-    let samples_per_run = run(0).samples.len() as i64;
-    for (table, want) in [
-        ("samples_2025_07", 2 * samples_per_run),
-        ("samples_2025_08", 0),
-        ("samples_2025_09", samples_per_run),
-        ("samples_default", 0),
-    ] {
-        let got: i64 = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {schema}.{table}"))
-            .fetch_one(pg)
-            .await
-            .expect("count");
-        assert_eq!(got, want, "{table}");
-    }
-    upgraded.close().await;
-    old.close().await;
-    sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
-        .execute(pg)
-        .await
-        .expect("drop");
-    t.cleanup().await;
-}
-
-async fn current_schema(pg: &sqlx::PgPool) -> String {
-    sqlx::query_scalar("SELECT current_schema()::TEXT")
-        .fetch_one(pg)
-        .await
-        .expect("schema")
 }

@@ -30,7 +30,7 @@ fn get(uri: &str) -> Request<Body> {
 async fn counts(state: &AppState) -> (i64, i64) {
     (
         state.db.count(Table::Runs).await.expect("count"),
-        state.db.count(Table::Samples).await.expect("count"),
+        state.db.stored_samples().await.expect("count"),
     )
 }
 
@@ -106,6 +106,10 @@ async fn a_run_is_deleted_only_with_its_token() {
             "{}: the samples went with the run",
             t.name
         );
+        for table in [Table::Cells, Table::RunIds] {
+            let left = state.db.count(table).await.expect("count");
+            assert_eq!(left, 0, "{}: {table:?} went with the run", t.name);
+        }
         let (status, _) = send(&state, delete(Some(&token))).await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         t.cleanup().await;
