@@ -191,12 +191,33 @@ impl Sketch {
         self.at_rank(p.clamp(0.0, 100.0) / 100.0 * last as f64)
     }
 
-    /// How many of the values it stands for are at or below `value`.
+    /// How many of the values it stands for ([`Sketch::values`]) are at or below `value`.
+    ///
+    /// A large summary asks this of every run for every percentile, so it works on the
+    /// buckets rather than listing the values: with `min ≤ value < max`, the values at or
+    /// below are the minimum and every other value whose bucket's representative is (its
+    /// clamping to the minimum moves none past `value`, and to the maximum none below
+    /// it); the buckets that holds for are a prefix, found by binary search.
     pub fn at_or_below(&self, value: f64) -> u64 {
-        self.values()
-            .take_while(|(v, _)| *v <= value)
-            .map(|(_, count)| count)
-            .sum()
+        // A NaN `value` has nothing at or below it, as no value compares below it.
+        if self.count == 0 || value.is_nan() || self.min > value {
+            return 0;
+        }
+        if self.max <= value {
+            return self.count;
+        }
+        // Here min ≤ value < max: two values or more, the minimum and the maximum apart,
+        // each taking one count from the first and the last bucket.
+        let below = self
+            .buckets
+            .partition_point(|&(index, _)| representative(index) <= value);
+        let last = self.buckets.len() - 1;
+        let others: u64 = self.buckets[..below]
+            .iter()
+            .enumerate()
+            .map(|(i, &(_, count))| count - u64::from(i == 0) - u64::from(i == last))
+            .sum();
+        1 + others
     }
 
     /// The values it stands for, one by one, ascending.
@@ -278,10 +299,12 @@ impl Sketch {
 }
 
 /// Adds `b`'s counts to `a` when `a` has every bucket of `b` (a group's total, once it has
-/// seen a few runs, has), without a new list; whether it could.
+/// seen a few runs, has), without a new list; whether it could. Two passes over the
+/// lists, looking and then adding, so that a summary's millions of merges allocate
+/// nothing.
 fn add_in_place(a: &mut [(i32, u64)], b: &[(i32, u64)]) -> bool {
+    // Look: every bucket of b is in a.
     let mut i = 0;
-    let mut at = Vec::with_capacity(b.len());
     for &(index, _) in b {
         while i < a.len() && a[i].0 < index {
             i += 1;
@@ -289,9 +312,13 @@ fn add_in_place(a: &mut [(i32, u64)], b: &[(i32, u64)]) -> bool {
         if i == a.len() || a[i].0 != index {
             return false;
         }
-        at.push(i);
     }
-    for (&i, &(_, count)) in at.iter().zip(b) {
+    // Add: the same walk, now known to find each.
+    let mut i = 0;
+    for &(index, count) in b {
+        while a[i].0 < index {
+            i += 1;
+        }
         a[i].1 += count;
     }
     true
@@ -406,6 +433,64 @@ mod tests {
         let mut bytes = Sketch::default().encode();
         bytes.push(0x80);
         assert_eq!(Sketch::decode(&bytes), Err(SketchError::Truncated));
+    }
+
+    /// `at_or_below` works on buckets; here it is held to its definition, the values the
+    /// sketch stands for counted one by one, at every value a sketch lists, just beside
+    /// each, at its ends and at values no sketch holds. And merging in place adds exactly
+    /// what merging into a new list does.
+    #[test]
+    fn counting_at_or_below_is_its_definition() {
+        let by_definition = |s: &Sketch, value: f64| -> u64 {
+            s.values()
+                .take_while(|(v, _)| *v <= value)
+                .map(|(_, count)| count)
+                .sum()
+        };
+        for (n, seed) in [
+            (0, 1),
+            (1, 2),
+            (2, 3),
+            (3, 4),
+            (40, 5),
+            (400, 6),
+            (5_000, 7),
+        ] {
+            let mut sketch = Sketch::default();
+            times(n, seed).iter().for_each(|&v| sketch.add(v));
+            if n == 40 {
+                // Zeros and one value repeated: the zero bucket, and a crowded one.
+                (0..5).for_each(|_| sketch.add(0.0));
+                (0..9).for_each(|_| sketch.add(123.4));
+            }
+            let mut at: Vec<f64> = vec![-1.0, 0.0, SMALLEST, 1e9, f64::NAN, f64::INFINITY];
+            for (value, _) in sketch.values() {
+                at.extend([value, value * (1.0 - 1e-12), value * (1.0 + 1e-12)]);
+            }
+            for index in sketch.buckets.iter().map(|b| b.0) {
+                let r = representative(index);
+                at.extend([r, r * (1.0 - 1e-12), r * (1.0 + 1e-12)]);
+            }
+            for value in at {
+                assert_eq!(
+                    sketch.at_or_below(value),
+                    by_definition(&sketch, value),
+                    "{n} values, at {value}"
+                );
+            }
+        }
+        for (a, b) in [(300, 30), (30, 300), (1, 1), (0, 5)] {
+            let (mut sa, mut sb) = (Sketch::default(), Sketch::default());
+            times(a, 11).iter().for_each(|&v| sa.add(v));
+            times(b, 11).iter().for_each(|&v| sb.add(v));
+            let expected = merged(&sa.buckets, &sb.buckets);
+            let mut buckets = sa.buckets.clone();
+            if add_in_place(&mut buckets, &sb.buckets) {
+                assert_eq!(buckets, expected, "{a} and {b}");
+            } else {
+                assert_eq!(buckets, sa.buckets, "{a} and {b}: untouched when it cannot");
+            }
+        }
     }
 
     #[test]

@@ -152,6 +152,11 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_MIN_SAMPLES", default_value_t = DEFAULT_MIN_SAMPLES)]
     pub min_samples: usize,
 
+    /// The longest one summary may take, in seconds; past it the answer is `503` and says
+    /// to narrow the query. Summaries are computed one at a time.
+    #[arg(long, env = "FIRSTTOKEN_SUMMARY_TIME_LIMIT_SECS", default_value_t = 15)]
+    pub summary_time_limit_secs: u64,
+
     /// `text` for people, `json` for log collectors.
     #[arg(long, env = "FIRSTTOKEN_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -232,6 +237,7 @@ impl Config {
             ("--header-read-timeout-secs", self.header_read_timeout_secs),
             ("--body-read-timeout-secs", self.body_read_timeout_secs),
             ("--demo-max-request-secs", self.demo_max_request_secs),
+            ("--summary-time-limit-secs", self.summary_time_limit_secs),
         ] {
             if value == 0 {
                 return Err(ConfigError::new(flag, "must be at least 1"));
@@ -267,6 +273,7 @@ impl Config {
             admin_token: None,
             results_token: None,
             min_samples: DEFAULT_MIN_SAMPLES,
+            summary_time_limit_secs: 15,
             log_format: LogFormat::Text,
         }
     }
@@ -355,6 +362,17 @@ impl FromStr for Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_limit_of_zero_is_refused_naming_its_flag() {
+        assert!(Config::defaults().check().is_ok());
+        let zero = Config {
+            summary_time_limit_secs: 0,
+            ..Config::defaults()
+        };
+        let refused = zero.check().err().map(|e| e.flag);
+        assert_eq!(refused, Some("--summary-time-limit-secs"));
+    }
 
     #[test]
     fn a_base_path_is_a_clean_path_prefix_or_the_root() {

@@ -6,8 +6,9 @@
 //! - at most [`SUMMARIES_AT_ONCE`] are computed at once (each holds one database
 //!   connection, so uploads and `/healthz` always have the rest of the pool); a request
 //!   that cannot start within [`WAIT_FOR_TURN`] gets `503` with `Retry-After`;
-//! - each has [`TIME_LIMIT`]; past it the scan is dropped (its connection goes back to
-//!   the pool) and the answer says to narrow the query;
+//! - each has the server's `--summary-time-limit-secs` (15 s unless set); past it the
+//!   scan is dropped (its connection goes back to the pool) and the answer says to
+//!   narrow the query;
 //! - answers are kept for [`CACHE_FOR`] under the normalised query (parameters sorted),
 //!   so the same question asked many times is computed once.
 //!
@@ -40,8 +41,6 @@ use firsttoken_core::summary::{Accumulator, Cell, Dimension, Summary};
 pub const SUMMARIES_AT_ONCE: usize = 1;
 /// How long a summary waits for its turn before the answer is "busy".
 pub const WAIT_FOR_TURN: Duration = Duration::from_secs(5);
-/// The longest one summary may take.
-pub const TIME_LIMIT: Duration = Duration::from_secs(15);
 /// How long an answer is reused for the same query.
 pub const CACHE_FOR: Duration = Duration::from_secs(10);
 /// Answers kept at most.
@@ -128,7 +127,8 @@ async fn summary(
     if let Some(body) = state.summaries.cached(&key, Instant::now()) {
         return Ok(json(body));
     }
-    let computed = tokio::time::timeout(TIME_LIMIT, async {
+    let limit = Duration::from_secs(state.config.summary_time_limit_secs);
+    let computed = tokio::time::timeout(limit, async {
         let summary = tally(&state, selection.filter, selection.group_by, min_samples).await?;
         Ok::<_, AppError>(Bytes::from(
             serde_json::to_vec(&summary).map_err(anyhow::Error::from)?,
@@ -137,7 +137,7 @@ async fn summary(
     .await
     .map_err(|_| AppError::TooSlow {
         what: "this summary",
-        secs: TIME_LIMIT.as_secs(),
+        secs: limit.as_secs(),
         hint: "narrow it with from, to, a target or a network",
     })??;
     state.summaries.keep(key, computed.clone(), Instant::now());
