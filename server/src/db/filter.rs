@@ -1,6 +1,6 @@
-//! What summaries, exports and purges select: filters on the columns a sample row carries,
-//! and the dimensions a summary groups by. A cell carries the same columns with the same
-//! values for all its samples, so a filter reads the same on `samples` and on `cells`.
+//! What summaries, exports and purges select: filters on the columns of the `cells` table,
+//! and the dimensions a summary groups by. A cell's samples share every value a filter
+//! names, so a sample matches a filter exactly when its cell does.
 
 pub use firsttoken_core::summary::Dimension;
 use sqlx::{Database, Encode, QueryBuilder, Type};
@@ -13,7 +13,7 @@ pub enum Kind {
     Int,
 }
 
-/// Where a dimension lives in the `samples` and `cells` tables.
+/// Where a dimension lives in the `cells` table.
 pub trait Column {
     /// The column (named as the dimension).
     fn column(self) -> &'static str;
@@ -114,18 +114,7 @@ impl Filter {
         i64: 'a + Encode<'a, DB> + Type<DB>,
         bool: 'a + Encode<'a, DB> + Type<DB>,
     {
-        self.push_conditions(Clause::new(query, false));
-    }
-
-    /// Appends ` AND …` for each of this filter's conditions to `query`, which already
-    /// has its ` WHERE`.
-    pub fn push_and<'a, DB: Database>(&self, query: &mut QueryBuilder<'a, DB>)
-    where
-        String: 'a + Encode<'a, DB> + Type<DB>,
-        i64: 'a + Encode<'a, DB> + Type<DB>,
-        bool: 'a + Encode<'a, DB> + Type<DB>,
-    {
-        self.push_conditions(Clause::new(query, true));
+        self.push_conditions(Clause::new(query));
     }
 
     fn push_conditions<'a, DB: Database>(&self, mut clause: Clause<'_, 'a, DB>)
@@ -168,9 +157,11 @@ struct Clause<'q, 'a, DB: Database> {
 }
 
 impl<'q, 'a, DB: Database> Clause<'q, 'a, DB> {
-    /// `started`: the query already has its ` WHERE`.
-    fn new(query: &'q mut QueryBuilder<'a, DB>, started: bool) -> Self {
-        Self { query, started }
+    fn new(query: &'q mut QueryBuilder<'a, DB>) -> Self {
+        Self {
+            query,
+            started: false,
+        }
     }
 
     fn next(&mut self) -> &mut QueryBuilder<'a, DB> {
