@@ -7,7 +7,9 @@
 //! `postgres://postgres@127.0.0.1:5432/test` unless FIRSTTOKEN_TEST_POSTGRES says otherwise;
 //! the benchmark works in a schema of its own and drops it. FIRSTTOKEN_LOAD_DATABASES
 //! (`sqlite`, `postgres`, or both comma-separated, the default) picks the databases: 100
-//! million samples are for PostgreSQL alone.
+//! million samples are for PostgreSQL alone. FIRSTTOKEN_LOAD_REBUILD=1 also times what an
+//! upgrade from a version with a row per sample does: every run's cells made again from
+//! its record.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -147,6 +149,33 @@ async fn main() -> anyhow::Result<()> {
                     percentile(&times, 50.0).unwrap_or(f64::NAN)
                 ),
             }
+        }
+    }
+
+    // What an upgrade from a version that kept a row per sample does before it serves:
+    // every run's cells made again from its record.
+    if std::env::var("FIRSTTOKEN_LOAD_REBUILD").is_ok_and(|v| v == "1") {
+        println!("\nCells made again from every run's record, as an upgrade does\n");
+        for (name, db, _) in &backends {
+            let runs = db.count(firsttoken_server::db::Table::Runs).await?;
+            let deleted = match db.pool() {
+                firsttoken_server::db::Pool::Sqlite(p) => sqlx::query("DELETE FROM cells")
+                    .execute(p)
+                    .await?
+                    .rows_affected(),
+                firsttoken_server::db::Pool::Postgres(p) => sqlx::query("DELETE FROM cells")
+                    .execute(p)
+                    .await?
+                    .rows_affected(),
+            };
+            let start = Instant::now();
+            let rebuilt = db.rebuild_cells().await?;
+            let took = start.elapsed().as_secs_f64();
+            anyhow::ensure!(rebuilt as i64 == runs, "{rebuilt} of {runs} runs rebuilt");
+            println!(
+                "{name:<12} {runs} runs ({deleted} cells) in {took:.1} s: {:.0} µs a run",
+                took * 1e6 / runs.max(1) as f64
+            );
         }
     }
 
