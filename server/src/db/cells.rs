@@ -310,14 +310,19 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
     })
 }
 
-/// Streams the cells matching `filter` to `each`, with the values of `group_by` as text
-/// (booleans as `true`/`false`, numbers in decimal, absent as "").
+/// Sends the cells matching `filter` to `out` in batches of up to `batch` cells, with the
+/// values of `group_by` as text (booleans as `true`/`false`, numbers in decimal, absent as
+/// ""); stops early, without an error, when the receiver is gone. A full channel makes
+/// the scan wait (it yields its thread) until the receiver catches up.
 pub(super) async fn summary_cells(
     pool: &Pool,
     filter: &Filter,
     group_by: &[Dimension],
-    mut each: impl FnMut(Cell),
+    out: &tokio::sync::mpsc::Sender<Vec<Cell>>,
+    batch: usize,
 ) -> anyhow::Result<()> {
+    let batch = batch.max(1);
+    let mut cells = Vec::with_capacity(batch);
     with_pool!(pool, |pool| {
         let mut select = QueryBuilder::new("SELECT run_id, samples, errors, ttft, e2e");
         for dimension in group_by {
@@ -352,7 +357,7 @@ pub(super) async fn summary_cells(
             };
             let ttft: Vec<u8> = row.try_get(3)?;
             let e2e: Vec<u8> = row.try_get(4)?;
-            each(Cell {
+            cells.push(Cell {
                 group,
                 run_id: row.try_get(0)?,
                 samples: row.try_get::<i64, _>(1)?.max(0) as u64,
@@ -360,6 +365,16 @@ pub(super) async fn summary_cells(
                 ttft: Sketch::decode(&ttft).context("a cell's TTFT sketch")?,
                 e2e: Sketch::decode(&e2e).context("a cell's end-to-end sketch")?,
             });
+            if cells.len() == batch {
+                let full = std::mem::replace(&mut cells, Vec::with_capacity(batch));
+                if out.send(full).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if !cells.is_empty() {
+            // The receiver may be gone: nothing is left to do either way.
+            let _ = out.send(cells).await;
         }
         anyhow::Ok(())
     })

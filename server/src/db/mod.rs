@@ -393,15 +393,18 @@ impl Db {
         cells::rebuild_missing(&self.pool).await
     }
 
-    /// Streams the cells matching `filter` to `each`, with the values of `group_by` as
-    /// text (booleans as `true`/`false`, numbers in decimal, absent as "").
+    /// Sends the cells matching `filter` to `out` in batches of up to `batch` cells, with
+    /// the values of `group_by` as text (booleans as `true`/`false`, numbers in decimal,
+    /// absent as ""); stops early when the receiver is gone, and waits (yielding its
+    /// thread) while the channel is full.
     pub async fn summary_cells(
         &self,
         filter: &Filter,
         group_by: &[Dimension],
-        each: impl FnMut(Cell),
+        out: &tokio::sync::mpsc::Sender<Vec<Cell>>,
+        batch: usize,
     ) -> anyhow::Result<()> {
-        cells::summary_cells(&self.pool, filter, group_by, each).await
+        cells::summary_cells(&self.pool, filter, group_by, out, batch).await
     }
 
     /// The ids of every stored run, oldest first.

@@ -150,18 +150,19 @@ const BATCHES_WAITING: usize = 16;
 
 /// Scans the cells on the server's runtime and tallies them on a thread of the
 /// summary's own, which also works out the intervals (real CPU on large groups). The
-/// threads that serve uploads never hold a summary's sketches, and the memory a summary
-/// took is there for the next one: the allocator hands an exited thread's arena to the
-/// next thread, where sketches merged on the shared threads would stay spread over
-/// every arena they touched. If the scan is dropped (its time limit), the thread stops
-/// without working anything out.
+/// threads that serve uploads never hold a summary's sketches, nor wait for the tally:
+/// when it is [`BATCHES_WAITING`] batches behind, the scan yields its thread until it
+/// catches up. The memory a summary took is there for the next one: the allocator hands
+/// an exited thread's arena to the next thread, where sketches merged on the shared
+/// threads would stay spread over every arena they touched. If the scan is dropped (its
+/// time limit), the thread stops without working anything out.
 async fn tally(
     state: &AppState,
     filter: Filter,
     group_by: Vec<Dimension>,
     min_samples: usize,
 ) -> Result<Summary, AppError> {
-    let (rows, batches) = std::sync::mpsc::sync_channel::<Vec<Cell>>(BATCHES_WAITING);
+    let (rows, mut batches) = tokio::sync::mpsc::channel::<Vec<Cell>>(BATCHES_WAITING);
     let (done, summary) = tokio::sync::oneshot::channel();
     let dimensions = group_by.clone();
     std::thread::Builder::new()
@@ -169,7 +170,7 @@ async fn tally(
         .spawn(move || {
             let mut accumulator = Accumulator::default();
             // An empty batch is the end of the scan; a closed channel, a scan abandoned.
-            for batch in batches {
+            while let Some(batch) = batches.blocking_recv() {
                 if batch.is_empty() {
                     let _ = done.send(accumulator.finish(&dimensions, min_samples));
                     return;
@@ -180,24 +181,11 @@ async fn tally(
             }
         })
         .map_err(anyhow::Error::from)?;
-    let mut batch = Vec::with_capacity(BATCH_ROWS);
     state
         .db
-        .summary_cells(&filter, &group_by, |cell| {
-            batch.push(cell);
-            if batch.len() == BATCH_ROWS {
-                // Blocks only while the tally is BATCHES_WAITING batches behind.
-                let _ = rows.send(std::mem::replace(
-                    &mut batch,
-                    Vec::with_capacity(BATCH_ROWS),
-                ));
-            }
-        })
+        .summary_cells(&filter, &group_by, &rows, BATCH_ROWS)
         .await?;
-    if !batch.is_empty() {
-        let _ = rows.send(batch);
-    }
-    let _ = rows.send(Vec::new());
+    let _ = rows.send(Vec::new()).await;
     Ok(summary
         .await
         .map_err(|_| anyhow::anyhow!("the summary's thread stopped before its answer"))?)
