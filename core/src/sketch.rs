@@ -55,6 +55,38 @@ pub fn representative(index: i32) -> f64 {
     (f64::from(index) * ln_gamma()).exp() * CONSTANTS.1
 }
 
+/// A value to count sketches' values at or below ([`Sketch::count_at_or_below`]), with the
+/// last bucket whose representative is at or below it, worked out once for every sketch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Threshold {
+    value: f64,
+    /// The largest bucket index whose [`representative`] is at or below `value`
+    /// (representatives grow with the index, so every smaller index's is too).
+    last: i32,
+}
+
+impl Threshold {
+    pub fn new(value: f64) -> Self {
+        let last = if value.is_nan() || value <= 0.0 {
+            ZERO
+        } else if value.is_infinite() {
+            i32::MAX
+        } else {
+            // The bucket `value` falls in, or the one below: its representative lies
+            // inside the bucket, on either side of `value`. Stepped until exact.
+            let mut index = (value.ln() / ln_gamma()).ceil().clamp(-1e6, 1e6) as i32;
+            while index > -1_000_000 && representative(index) > value {
+                index -= 1;
+            }
+            while index < 1_000_000 && representative(index + 1) <= value {
+                index += 1;
+            }
+            index
+        };
+        Self { value, last }
+    }
+}
+
 /// Why bytes are not a sketch.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SketchError {
@@ -103,6 +135,10 @@ impl Sketch {
     /// Adds the values `other` counted.
     pub fn merge(&mut self, other: &Sketch) {
         if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            self.clone_from(other);
             return;
         }
         if !add_in_place(&mut self.buckets, &other.buckets) {
@@ -192,13 +228,18 @@ impl Sketch {
     }
 
     /// How many of the values it stands for ([`Sketch::values`]) are at or below `value`.
-    ///
-    /// A large summary asks this of every run for every percentile, so it works on the
-    /// buckets rather than listing the values: with `min ≤ value < max`, the values at or
-    /// below are the minimum and every other value whose bucket's representative is (its
-    /// clamping to the minimum moves none past `value`, and to the maximum none below
-    /// it); the buckets that holds for are a prefix, found by binary search.
     pub fn at_or_below(&self, value: f64) -> u64 {
+        self.count_at_or_below(&Threshold::new(value))
+    }
+
+    /// [`Sketch::at_or_below`] for a threshold worked out once. A large summary asks this
+    /// of every run for every percentile, so it works on the buckets rather than listing
+    /// the values: with `min ≤ value < max`, the values at or below are the minimum and
+    /// every other value whose bucket's representative is (its clamping to the minimum
+    /// moves none past `value`, and to the maximum none below it), and those buckets are
+    /// the ones up to the threshold's, found by binary search on their indexes.
+    pub fn count_at_or_below(&self, threshold: &Threshold) -> u64 {
+        let value = threshold.value;
         // A NaN `value` has nothing at or below it, as no value compares below it.
         if self.count == 0 || value.is_nan() || self.min > value {
             return 0;
@@ -210,7 +251,7 @@ impl Sketch {
         // each taking one count from the first and the last bucket.
         let below = self
             .buckets
-            .partition_point(|&(index, _)| representative(index) <= value);
+            .partition_point(|&(index, _)| index <= threshold.last);
         let last = self.buckets.len() - 1;
         let others: u64 = self.buckets[..below]
             .iter()
@@ -418,6 +459,9 @@ mod tests {
         a.iter().chain(&b).for_each(|&v| both.add(v));
         sa.add(0.0);
         both.add(0.0);
+        let mut copy = Sketch::default();
+        copy.merge(&sb);
+        assert_eq!(copy, sb, "merged into an empty sketch");
         sa.merge(&sb);
         assert_eq!(sa.buckets, both.buckets);
         assert_eq!((sa.count, sa.min, sa.max), (both.count, both.min, both.max));
@@ -463,7 +507,17 @@ mod tests {
                 (0..5).for_each(|_| sketch.add(0.0));
                 (0..9).for_each(|_| sketch.add(123.4));
             }
-            let mut at: Vec<f64> = vec![-1.0, 0.0, SMALLEST, 1e9, f64::NAN, f64::INFINITY];
+            let mut at: Vec<f64> = vec![
+                -1.0,
+                0.0,
+                f64::MIN_POSITIVE,
+                1e-300,
+                SMALLEST / 2.0,
+                SMALLEST,
+                1e9,
+                f64::NAN,
+                f64::INFINITY,
+            ];
             for (value, _) in sketch.values() {
                 at.extend([value, value * (1.0 - 1e-12), value * (1.0 + 1e-12)]);
             }
@@ -478,6 +532,12 @@ mod tests {
                     "{n} values, at {value}"
                 );
             }
+        }
+        // A threshold's bucket is the last whose representative is at or below its value.
+        for value in times(2_000, 12).into_iter().chain([SMALLEST, 0.0011, 7.0]) {
+            let last = Threshold::new(value).last;
+            assert!(representative(last) <= value, "{value}: {last}");
+            assert!(representative(last + 1) > value, "{value}: {last}");
         }
         for (a, b) in [(300, 30), (30, 300), (1, 1), (0, 5)] {
             let (mut sa, mut sb) = (Sketch::default(), Sketch::default());

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sketch::Sketch;
+use crate::sketch::{Sketch, Threshold};
 use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
 /// What samples can be grouped and filtered by.
@@ -260,9 +260,10 @@ fn pooled_percentiles(all: &Sketch, runs: &[&Sketch], seed: u64) -> Option<Perce
 fn large_sample_interval(all: &Sketch, runs: &[&Sketch], p: f64, value: f64) -> Estimate {
     let n = all.count() as f64;
     let q = p.clamp(0.0, 100.0) / 100.0;
+    let threshold = Threshold::new(value);
     let variance: f64 = runs
         .iter()
-        .map(|r| (r.at_or_below(value) as f64 - q * r.count() as f64).powi(2))
+        .map(|r| (r.count_at_or_below(&threshold) as f64 - q * r.count() as f64).powi(2))
         .sum::<f64>()
         / (n * n);
     let spread = stats::Z_975 * n * variance.sqrt();
@@ -327,8 +328,14 @@ impl Accumulator {
             *group.errors.entry(class).or_default() += count;
         }
         let run = group.runs.entry(cell.run_id).or_default();
-        run.ttft.merge(&cell.ttft);
-        run.e2e.merge(&cell.e2e);
+        // A run's first cell (most runs have one per group) is its sketches as they are.
+        for (into, from) in [(&mut run.ttft, cell.ttft), (&mut run.e2e, cell.e2e)] {
+            if into.is_empty() {
+                *into = from;
+            } else {
+                into.merge(&from);
+            }
+        }
     }
 
     /// The groups' numbers, sorted by their keys.
