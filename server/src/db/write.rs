@@ -40,8 +40,9 @@ const POSTGRES_WRITERS: usize = 4;
 // Every statement here but the cells' (which come in a few fixed sizes, `statements.rs`)
 // has as many rows or ids as the batch has, so each is written once: they are not kept
 // prepared (`persistent(false)`). sqlx keeps up to 100 prepared statements per
-// connection, and a SQLite statement inserting a thousand rows of 33 values is about a
-// megabyte of program: kept, they held hundreds of megabytes.
+// connection, and a SQLite statement inserting a thousand rows of 33 values (the sample
+// rows, when there were any) was about a megabyte of program: kept, such statements held
+// hundreds of megabytes.
 
 /// A run ready to store, with everything the writer needs.
 #[derive(Debug)]
