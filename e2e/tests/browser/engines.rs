@@ -124,11 +124,22 @@ async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
         let written = s["stream_timings"]["first_token_written_ms"]
             .as_f64()
             .unwrap_or_else(|| panic!("no server timings: {s}"));
+        let e2e = s["e2e_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no e2e: {s}"));
+        let total = s["stream_timings"]["total_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no server total: {s}"));
         // The browser cannot see the first token before the server wrote it (give or
-        // take the clock's step), nor long after, on loopback.
+        // take the clock's step), nor see it later than the request as a whole was late:
+        // what the browser's clock has over the server's at the first token is at most
+        // what it has at the end, within 30 ms (less than the demo's 40-odd ms between
+        // its first token and its last, so a TTFT read at the end fails). A request the
+        // browser or a loaded machine held before the server got it is late by the
+        // same at both ends; an absolute bound (100 ms) failed once under load.
         assert!(
-            ttft + step >= written && ttft < written + 100.0,
-            "TTFT {ttft} ms against the server's {written} ms: {s}"
+            ttft + step >= written && ttft - written <= (e2e - total) + 30.0,
+            "TTFT {ttft} ms against the server's {written} ms (e2e {e2e} against {total}): {s}"
         );
     }
     browser.quit().await
