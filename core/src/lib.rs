@@ -20,6 +20,7 @@ pub mod compose;
 pub mod connections;
 pub mod dialect;
 pub mod export;
+pub mod fold;
 pub mod landing;
 pub mod outcome;
 pub mod plan;

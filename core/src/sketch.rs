@@ -55,11 +55,10 @@ pub fn representative(index: i32) -> f64 {
     (f64::from(index) * ln_gamma()).exp() * CONSTANTS.1
 }
 
-/// A value to count sketches' values at or below ([`Sketch::count_at_or_below`]), with the
-/// last bucket whose representative is at or below it, worked out once for every sketch.
+/// A value to count values at or below by their buckets (`crate::fold`), with the last
+/// bucket whose representative is at or below it, worked out once for every run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Threshold {
-    value: f64,
     /// The largest bucket index whose [`representative`] is at or below `value`
     /// (representatives grow with the index, so every smaller index's is too).
     last: i32,
@@ -83,7 +82,12 @@ impl Threshold {
             }
             index
         };
-        Self { value, last }
+        Self { last }
+    }
+
+    /// The last bucket counted at or below the threshold.
+    pub(crate) fn last(&self) -> i32 {
+        self.last
     }
 }
 
@@ -158,6 +162,11 @@ impl Sketch {
         self.count
     }
 
+    /// The counts by bucket, ascending, none 0.
+    pub(crate) fn buckets(&self) -> &[(i32, u64)] {
+        &self.buckets
+    }
+
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -225,40 +234,6 @@ impl Sketch {
     pub fn percentile(&self, p: f64) -> Option<f64> {
         let last = self.count.checked_sub(1)?;
         self.at_rank(p.clamp(0.0, 100.0) / 100.0 * last as f64)
-    }
-
-    /// How many of the values it stands for ([`Sketch::values`]) are at or below `value`.
-    pub fn at_or_below(&self, value: f64) -> u64 {
-        self.count_at_or_below(&Threshold::new(value))
-    }
-
-    /// [`Sketch::at_or_below`] for a threshold worked out once. A large summary asks this
-    /// of every run for every percentile, so it works on the buckets rather than listing
-    /// the values: with `min ≤ value < max`, the values at or below are the minimum and
-    /// every other value whose bucket's representative is (its clamping to the minimum
-    /// moves none past `value`, and to the maximum none below it), and those buckets are
-    /// the ones up to the threshold's, found by binary search on their indexes.
-    pub fn count_at_or_below(&self, threshold: &Threshold) -> u64 {
-        let value = threshold.value;
-        // A NaN `value` has nothing at or below it, as no value compares below it.
-        if self.count == 0 || value.is_nan() || self.min > value {
-            return 0;
-        }
-        if self.max <= value {
-            return self.count;
-        }
-        // Here min ≤ value < max: two values or more, the minimum and the maximum apart,
-        // each taking one count from the first and the last bucket.
-        let below = self
-            .buckets
-            .partition_point(|&(index, _)| index <= threshold.last);
-        let last = self.buckets.len() - 1;
-        let others: u64 = self.buckets[..below]
-            .iter()
-            .enumerate()
-            .map(|(i, &(_, count))| count - u64::from(i == 0) - u64::from(i == last))
-            .sum();
-        1 + others
     }
 
     /// The values it stands for, one by one, ascending.
@@ -391,7 +366,7 @@ fn merged(a: &[(i32, u64)], b: &[(i32, u64)]) -> Vec<(i32, u64)> {
     out
 }
 
-fn put_varint(out: &mut Vec<u8>, mut n: u64) {
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     while n >= 0x80 {
         out.push((n as u8) | 0x80);
         n >>= 7;
@@ -399,7 +374,7 @@ fn put_varint(out: &mut Vec<u8>, mut n: u64) {
     out.push(n as u8);
 }
 
-fn take_varint(bytes: &mut &[u8]) -> Result<u64, SketchError> {
+pub(crate) fn take_varint(bytes: &mut &[u8]) -> Result<u64, SketchError> {
     let mut n = 0u64;
     for shift in (0..64).step_by(7) {
         let (&byte, rest) = bytes.split_first().ok_or(SketchError::Truncated)?;
@@ -479,61 +454,10 @@ mod tests {
         assert_eq!(Sketch::decode(&bytes), Err(SketchError::Truncated));
     }
 
-    /// `at_or_below` works on buckets; here it is held to its definition, the values the
-    /// sketch stands for counted one by one, at every value a sketch lists, just beside
-    /// each, at its ends and at values no sketch holds. And merging in place adds exactly
-    /// what merging into a new list does.
+    /// A threshold's bucket is the last whose representative is at or below its value,
+    /// and merging in place adds exactly what merging into a new list does.
     #[test]
-    fn counting_at_or_below_is_its_definition() {
-        let by_definition = |s: &Sketch, value: f64| -> u64 {
-            s.values()
-                .take_while(|(v, _)| *v <= value)
-                .map(|(_, count)| count)
-                .sum()
-        };
-        for (n, seed) in [
-            (0, 1),
-            (1, 2),
-            (2, 3),
-            (3, 4),
-            (40, 5),
-            (400, 6),
-            (5_000, 7),
-        ] {
-            let mut sketch = Sketch::default();
-            times(n, seed).iter().for_each(|&v| sketch.add(v));
-            if n == 40 {
-                // Zeros and one value repeated: the zero bucket, and a crowded one.
-                (0..5).for_each(|_| sketch.add(0.0));
-                (0..9).for_each(|_| sketch.add(123.4));
-            }
-            let mut at: Vec<f64> = vec![
-                -1.0,
-                0.0,
-                f64::MIN_POSITIVE,
-                1e-300,
-                SMALLEST / 2.0,
-                SMALLEST,
-                1e9,
-                f64::NAN,
-                f64::INFINITY,
-            ];
-            for (value, _) in sketch.values() {
-                at.extend([value, value * (1.0 - 1e-12), value * (1.0 + 1e-12)]);
-            }
-            for index in sketch.buckets.iter().map(|b| b.0) {
-                let r = representative(index);
-                at.extend([r, r * (1.0 - 1e-12), r * (1.0 + 1e-12)]);
-            }
-            for value in at {
-                assert_eq!(
-                    sketch.at_or_below(value),
-                    by_definition(&sketch, value),
-                    "{n} values, at {value}"
-                );
-            }
-        }
-        // A threshold's bucket is the last whose representative is at or below its value.
+    fn a_thresholds_bucket_and_merging_in_place_are_their_definitions() {
         for value in times(2_000, 12).into_iter().chain([SMALLEST, 0.0011, 7.0]) {
             let last = Threshold::new(value).last;
             assert!(representative(last) <= value, "{value}: {last}");

@@ -6,15 +6,17 @@
 //!
 //! The collector keeps each run's samples of each combination of dimensions ready as a
 //! [`Cell`]: counts, and sketches of the times with a bounded relative error
-//! ([`crate::sketch`]). A summary merges cells in an [`Accumulator`], so one over a million
-//! samples reads tens of thousands of small histograms, not a million values, and its
-//! percentiles are within [`crate::sketch::RELATIVE_ERROR`] (0.25%) of the exact ones.
+//! ([`crate::sketch`]), and whole days' runs folded together ([`crate::fold`]). A summary
+//! adds cells and folds up in an [`Accumulator`], so one over a million samples reads
+//! small histograms, not a million values, and its percentiles are within
+//! [`crate::sketch::RELATIVE_ERROR`] (0.25%) of the exact ones.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::sketch::{Sketch, Threshold};
+use crate::fold::{Fold, Listed, Spread};
+use crate::sketch::Sketch;
 use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
 /// What samples can be grouped and filtered by.
@@ -218,27 +220,32 @@ pub fn percentiles(runs: &[&[f64]], seed: u64) -> Option<Percentiles> {
 /// [`crate::sketch::RELATIVE_ERROR`] of what [`percentiles`] gives for the values themselves
 /// (count, mean, minimum and maximum exactly): up to [`stats::RESAMPLE_LIMIT`] values the
 /// bootstrap resamples runs of representatives, past it the large-sample interval counts
-/// each run's values at or below the percentile from its sketch.
+/// each run's values at or below the percentile by their buckets ([`crate::fold`]).
 pub fn sketch_percentiles(runs: &[&Sketch], seed: u64) -> Option<Percentiles> {
-    let mut all = Sketch::default();
-    runs.iter().for_each(|r| all.merge(r));
-    pooled_percentiles(&all, runs, seed)
+    let mut spread = Spread::default();
+    runs.iter().for_each(|r| spread.add_run(r));
+    spread_percentiles(&spread, Some(runs), seed)
 }
 
-/// [`sketch_percentiles`] when the runs are already merged into `all`.
-fn pooled_percentiles(all: &Sketch, runs: &[&Sketch], seed: u64) -> Option<Percentiles> {
+/// [`sketch_percentiles`] for runs folded into `spread`; `runs` are their sketches, which
+/// the bootstrap needs up to [`stats::RESAMPLE_LIMIT`] values (a [`Fold`] keeps them that
+/// long).
+fn spread_percentiles(spread: &Spread, runs: Option<&[&Sketch]>, seed: u64) -> Option<Percentiles> {
+    let all = spread.all();
     let (lo, hi) = (all.min()?, all.max()?);
     let count = all.count() as usize;
-    let with_interval = runs.iter().filter(|r| !r.is_empty()).count() >= MIN_RUNS_FOR_INTERVAL;
+    let with_interval = spread.runs() as usize >= MIN_RUNS_FOR_INTERVAL;
     let ps = [50.0, 90.0, 95.0, 99.0];
-    let estimates: Vec<Option<Estimate>> = if count <= stats::RESAMPLE_LIMIT {
-        let values: Vec<Vec<f64>> = runs.iter().map(|r| r.expand()).collect();
-        let slices: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
-        stats::cluster_percentiles(&slices, &ps, BOOTSTRAP_RESAMPLES, seed)
-    } else {
-        ps.iter()
-            .map(|&p| Some(large_sample_interval(all, runs, p, all.percentile(p)?)))
-            .collect()
+    let estimates: Vec<Option<Estimate>> = match runs {
+        Some(runs) if count <= stats::RESAMPLE_LIMIT => {
+            let values: Vec<Vec<f64>> = runs.iter().map(|r| r.expand()).collect();
+            let slices: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+            stats::cluster_percentiles(&slices, &ps, BOOTSTRAP_RESAMPLES, seed)
+        }
+        _ => ps
+            .iter()
+            .map(|&p| Some(spread.large_sample_interval(p, all.percentile(p)?)))
+            .collect(),
     };
     let at = |i: usize| {
         let estimate = estimates[i]?;
@@ -256,25 +263,6 @@ fn pooled_percentiles(all: &Sketch, runs: &[&Sketch], seed: u64) -> Option<Perce
     })
 }
 
-/// [`stats::cluster_large_sample_ci`] over sketches: `all` is the runs merged.
-fn large_sample_interval(all: &Sketch, runs: &[&Sketch], p: f64, value: f64) -> Estimate {
-    let n = all.count() as f64;
-    let q = p.clamp(0.0, 100.0) / 100.0;
-    let threshold = Threshold::new(value);
-    let variance: f64 = runs
-        .iter()
-        .map(|r| (r.count_at_or_below(&threshold) as f64 - q * r.count() as f64).powi(2))
-        .sum::<f64>()
-        / (n * n);
-    let spread = stats::Z_975 * n * variance.sqrt();
-    let rank = q * (n - 1.0);
-    Estimate {
-        value,
-        low: all.at_rank(rank - spread).unwrap_or(value),
-        high: all.at_rank(rank + spread).unwrap_or(value),
-    }
-}
-
 /// One run's samples of one group, as the collector keeps them ready for summaries: how
 /// many, their failures by class, and sketches of the answered ones' times.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -287,7 +275,8 @@ pub struct Cell {
     pub e2e: Sketch,
 }
 
-/// Collects samples ([`Row`]s) or cells of them ([`Cell`]s) into groups.
+/// Collects samples ([`Row`]s), cells of them ([`Cell`]s) or folds of whole runs
+/// ([`Fold`]s) into groups.
 #[derive(Debug, Default)]
 pub struct Accumulator {
     groups: HashMap<Vec<String>, GroupAcc>,
@@ -295,10 +284,11 @@ pub struct Accumulator {
 
 #[derive(Debug, Default)]
 struct GroupAcc {
-    samples: u64,
-    /// Each run's answered requests, by run id: intervals resample whole runs.
+    /// The answered requests of each run read as samples or cells, by run id: folded
+    /// when the group is finished, once each run is whole.
     runs: HashMap<String, RunSketches>,
-    errors: BTreeMap<String, u64>,
+    /// Folds added, and the samples and errors of everything.
+    fold: Fold,
 }
 
 #[derive(Debug, Default)]
@@ -310,10 +300,10 @@ struct RunSketches {
 impl Accumulator {
     pub fn add(&mut self, row: Row) {
         let group = self.groups.entry(row.group).or_default();
-        group.samples += 1;
+        group.fold.samples += 1;
         let run = group.runs.entry(row.run_id).or_default();
         match row.error {
-            Some(class) => *group.errors.entry(class).or_default() += 1,
+            Some(class) => *group.fold.errors.entry(class).or_default() += 1,
             None => {
                 row.ttft_ms.into_iter().for_each(|v| run.ttft.add(v));
                 row.e2e_ms.into_iter().for_each(|v| run.e2e.add(v));
@@ -323,9 +313,9 @@ impl Accumulator {
 
     pub fn add_cell(&mut self, cell: Cell) {
         let group = self.groups.entry(cell.group).or_default();
-        group.samples += cell.samples;
+        group.fold.samples += cell.samples;
         for (class, count) in cell.errors {
-            *group.errors.entry(class).or_default() += count;
+            *group.fold.errors.entry(class).or_default() += count;
         }
         let run = group.runs.entry(cell.run_id).or_default();
         // A run's first cell (most runs have one per group) is its sketches as they are.
@@ -336,6 +326,12 @@ impl Accumulator {
                 into.merge(&from);
             }
         }
+    }
+
+    /// Adds runs folded ahead: none of them may be in the group otherwise (a run's
+    /// samples of a group are all in one fold, or all read as cells).
+    pub fn add_fold(&mut self, group: Vec<String>, fold: Fold) {
+        self.groups.entry(group).or_default().fold.merge(fold);
     }
 
     /// The groups' numbers, sorted by their keys.
@@ -349,7 +345,17 @@ impl Accumulator {
                     .zip(values)
                     .map(|(d, v)| (*d, (!v.is_empty()).then_some(v)))
                     .collect();
-                group(key, acc, min_samples)
+                // Runs in a fixed order (by id), so the same rows always give the same
+                // intervals.
+                let mut runs: Vec<(String, Sketch, Sketch)> = acc
+                    .runs
+                    .into_iter()
+                    .map(|(id, r)| (id, r.ttft, r.e2e))
+                    .collect();
+                runs.sort_by(|a, b| a.0.cmp(&b.0));
+                let mut fold = Fold::of_runs(runs);
+                fold.merge(acc.fold);
+                group(key, &fold, min_samples)
             })
             .collect();
         groups.sort_by(|a, b| a.key.cmp(&b.key));
@@ -361,29 +367,13 @@ impl Accumulator {
     }
 }
 
-/// Groups of at least this many runs work out their TTFT's and total time's numbers on
-/// two threads (not in a browser, where the page has one): below it a thread costs more
-/// than it saves.
-const RUNS_SIDE_BY_SIDE: usize = 2_000;
-
-fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: usize) -> Group {
-    // Runs in a fixed order (by id), so the same rows always give the same intervals.
-    let mut runs: Vec<(&String, &RunSketches)> = acc.runs.iter().collect();
-    runs.sort_by(|a, b| a.0.cmp(b.0));
-    let ttft_runs: Vec<&Sketch> = runs.iter().map(|(_, r)| &r.ttft).collect();
-    let e2e_runs: Vec<&Sketch> = runs.iter().map(|(_, r)| &r.e2e).collect();
-    let mut ttft = Sketch::default();
-    ttft_runs.iter().for_each(|r| ttft.merge(r));
-    let answered = ttft.count() as usize;
-    let runs_answered = ttft_runs.iter().filter(|r| !r.is_empty()).count();
-    let failed: u64 = acc.errors.values().sum();
-    let rate = |count: u64| count as f64 / acc.samples.max(1) as f64;
+/// A group's numbers from its runs folded together.
+pub fn group(key: BTreeMap<Dimension, Option<String>>, fold: &Fold, min_samples: usize) -> Group {
+    let answered = fold.ttft.all().count() as usize;
+    let runs_answered = fold.ttft.runs() as usize;
+    let failed: u64 = fold.errors.values().sum();
+    let rate = |count: u64| count as f64 / fold.samples.max(1) as f64;
     let enough = answered >= min_samples;
-    let run_medians: Vec<f64> = ttft_runs
-        .iter()
-        .filter_map(|r| r.percentile(50.0))
-        .collect();
-    let median_of_run_medians = stats::median(&run_medians);
     let note = if !enough {
         Some(format!(
             "percentiles need at least {min_samples} answered requests; this group has {answered}"
@@ -395,36 +385,29 @@ fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: u
     } else {
         None
     };
-    // The two distributions' numbers are worked out apart, side by side for a large
-    // group (each reads every run's sketch four times over).
-    let (ttft_ms, e2e_ms) = if !enough {
-        (None, None)
-    } else if runs.len() >= RUNS_SIDE_BY_SIDE && cfg!(not(target_arch = "wasm32")) {
-        std::thread::scope(|scope| {
-            let e2e = scope.spawn(|| sketch_percentiles(&e2e_runs, BOOTSTRAP_SEED));
-            let ttft = pooled_percentiles(&ttft, &ttft_runs, BOOTSTRAP_SEED);
-            // A panic there is one here, as it would have been without the thread.
-            let e2e = e2e
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (ttft, e2e)
-        })
-    } else {
+    let listed = fold.listed();
+    let sketches = |pick: fn(&Listed) -> &Sketch| -> Option<Vec<&Sketch>> {
+        listed.map(|runs| runs.iter().map(pick).collect())
+    };
+    let (ttft_runs, e2e_runs) = (sketches(|r| &r.ttft), sketches(|r| &r.e2e));
+    let (ttft_ms, e2e_ms) = if enough {
         (
-            pooled_percentiles(&ttft, &ttft_runs, BOOTSTRAP_SEED),
-            sketch_percentiles(&e2e_runs, BOOTSTRAP_SEED),
+            spread_percentiles(&fold.ttft, ttft_runs.as_deref(), BOOTSTRAP_SEED),
+            spread_percentiles(&fold.e2e, e2e_runs.as_deref(), BOOTSTRAP_SEED),
         )
+    } else {
+        (None, None)
     };
     Group {
         key,
-        runs: acc.runs.len(),
-        samples: acc.samples as usize,
+        runs: fold.runs as usize,
+        samples: fold.samples as usize,
         answered,
         ttft_ms,
         e2e_ms,
-        median_of_run_medians_ttft_ms: median_of_run_medians.filter(|_| enough),
+        median_of_run_medians_ttft_ms: fold.median_of_run_medians().filter(|_| enough),
         error_rate: rate(failed),
-        errors: acc
+        errors: fold
             .errors
             .iter()
             .map(|(class, &count)| {
@@ -437,7 +420,11 @@ fn group(key: BTreeMap<Dimension, Option<String>>, acc: GroupAcc, min_samples: u
                 )
             })
             .collect(),
-        ttft_cdf: if enough { cdf(&ttft) } else { Vec::new() },
+        ttft_cdf: if enough {
+            cdf(fold.ttft.all())
+        } else {
+            Vec::new()
+        },
         note,
     }
 }
@@ -648,7 +635,7 @@ mod tests {
     /// what each gives worked out alone.
     #[test]
     fn a_large_group_gives_the_same_numbers_side_by_side() {
-        let values = known(RUNS_SIDE_BY_SIDE + 500, 60_001);
+        let values = known(crate::fold::RUNS_SIDE_BY_SIDE + 500, 60_001);
         let mut accumulator = Accumulator::default();
         let (mut ttft_runs, mut e2e_runs) = (Vec::new(), Vec::new());
         for (i, run) in values.iter().enumerate() {

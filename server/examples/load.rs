@@ -19,7 +19,7 @@ use firsttoken_core::stats::percentile;
 use firsttoken_server::{AppState, Config, Db, serve as serve_app};
 
 mod support;
-use support::{drop_schema, fill, postgres, postgres_url, template, varied};
+use support::{drop_schema, fill, now_ms, postgres, postgres_url, template, varied};
 
 /// The allocator the server's binary uses (server/src/main.rs), so the collector measured
 /// here allocates as the one that ships.
@@ -101,7 +101,7 @@ async fn main() -> anyhow::Result<()> {
     let stored = stored_samples();
     println!("\nSummaries over {stored} stored samples (median of 5 requests each)\n");
     println!(
-        "{:<12} {:<44} {:>7} {:>8}",
+        "{:<24} {:<44} {:>7} {:>8}",
         "database", "summary", "groups", "ms"
     );
     for (name, db, _) in &backends {
@@ -111,45 +111,24 @@ async fn main() -> anyhow::Result<()> {
             bytes_per_sample(db).await?
         );
         let address = serve(db).await?;
-        for query in [
-            "phase=any",
-            "group_by=network",
-            "group_by=network,browser,target_version",
-            "group_by=network&network=cellular&phase=steady",
-        ] {
-            let mut times = Vec::new();
-            let mut groups = 0;
-            let mut refused = None;
-            for i in 1..=5 {
-                // The collector reuses an answer for the same query for 10 s: an end date
-                // far in the future, different each time, makes each a query of its own.
-                let start = Instant::now();
-                let response = reqwest::get(format!(
-                    "http://{address}/api/v1/summary?{query}&to=210{i}-01-01"
-                ))
-                .await?;
-                let status = response.status();
-                let summary: serde_json::Value = response.json().await?;
-                times.push(start.elapsed().as_secs_f64() * 1000.0);
-                if !status.is_success() {
-                    // Past the collector's time limit: the figure is that it was refused.
-                    refused = Some(format!("{status}: {}", summary["error"]["message"]));
-                    break;
-                }
-                groups = summary["groups"].as_array().map_or(0, Vec::len);
-            }
-            match refused.take() {
-                Some(why) => println!(
-                    "{name:<12} {query:<44} {:>7} {:>8.0}  refused after that: {why}",
-                    "-",
-                    times.last().copied().unwrap_or(f64::NAN)
-                ),
-                None => println!(
-                    "{name:<12} {query:<44} {groups:>7} {:>8.0}",
-                    percentile(&times, 50.0).unwrap_or(f64::NAN)
-                ),
-            }
-        }
+        let from_cells = summaries(name, address, "").await?;
+        // Today's runs (the uploads above, and the last of the filled ones) are read from
+        // their cells until the day is over; as the collector does then, fold it too.
+        let tomorrow = firsttoken_server::db::day_of(now_ms())
+            + firsttoken_server::db::DAY_MS
+            + firsttoken_server::db::SETTLE_MS;
+        let folding = Instant::now();
+        let folded = db.fold_closed_days(tomorrow).await?;
+        println!(
+            "  (today folded too, as after midnight: {} rows in {:.1} s)",
+            folded.rows,
+            folding.elapsed().as_secs_f64()
+        );
+        let folded = summaries(name, address, ", all folded").await?;
+        anyhow::ensure!(
+            folded == from_cells,
+            "{name}: the groups' counts differ once today is folded:\n{from_cells:?}\n{folded:?}"
+        );
     }
 
     // What an upgrade from a version that kept a row per sample does before it serves:
@@ -185,6 +164,75 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Times each of the benchmark's summaries (median of 5, each computed) and prints a row
+/// for it, `label` after the database's name; returns each query's groups' counts (key,
+/// runs, samples, answered), for the next pass to be checked against.
+async fn summaries(
+    name: &str,
+    address: std::net::SocketAddr,
+    label: &str,
+) -> anyhow::Result<Vec<Vec<String>>> {
+    // The collector reuses an answer for the same query for 10 s: an end date far in the
+    // future, different for every request of the benchmark, makes each a query of its own.
+    static ASKED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let name = format!("{name}{label}");
+    let mut counts = Vec::new();
+    for query in [
+        "phase=any",
+        "group_by=network",
+        "group_by=network,browser,target_version",
+        "group_by=network&network=cellular&phase=steady",
+    ] {
+        let mut times = Vec::new();
+        let mut groups = Vec::new();
+        let mut refused = None;
+        for _ in 1..=5 {
+            let year = 2100 + ASKED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let start = Instant::now();
+            let response = reqwest::get(format!(
+                "http://{address}/api/v1/summary?{query}&to={year}-01-01"
+            ))
+            .await?;
+            let status = response.status();
+            let summary: serde_json::Value = response.json().await?;
+            times.push(start.elapsed().as_secs_f64() * 1000.0);
+            if !status.is_success() {
+                // Past the collector's time limit: the figure is that it was refused.
+                refused = Some(format!("{status}: {}", summary["error"]["message"]));
+                break;
+            }
+            groups = summary["groups"]
+                .as_array()
+                .map(|groups| {
+                    groups
+                        .iter()
+                        .map(|g| {
+                            format!(
+                                "{} {} {} {}",
+                                g["key"], g["runs"], g["samples"], g["answered"]
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+        }
+        match refused.take() {
+            Some(why) => println!(
+                "{name:<24} {query:<44} {:>7} {:>8.0}  refused after that: {why}",
+                "-",
+                times.last().copied().unwrap_or(f64::NAN)
+            ),
+            None => println!(
+                "{name:<24} {query:<44} {:>7} {:>8.0}",
+                groups.len(),
+                percentile(&times, 50.0).unwrap_or(f64::NAN)
+            ),
+        }
+        counts.push(groups);
+    }
+    Ok(counts)
 }
 
 async fn serve(db: &Db) -> anyhow::Result<std::net::SocketAddr> {

@@ -110,6 +110,8 @@ impl AppState {
     pub async fn from_config(config: Config) -> anyhow::Result<Self> {
         config.check()?;
         let db = Db::connect(config.database_url.expose()).await?;
+        // Closed days folded for summaries, now and every few minutes (db/folds.rs).
+        db.start_folding(std::time::Duration::from_secs(300));
         let state = Self::new(db, config);
         if state.static_dir.is_none() {
             tracing::warn!(

@@ -61,24 +61,40 @@ pub fn varied(template: &Run, n: u64) -> Run {
     run
 }
 
+/// Days the stored runs are spread over, today the last: an operator's season of data.
+pub const DAYS: i64 = 90;
+
 /// Stores runs until the database holds `samples` samples, straight through the
-/// storage layer (the benchmarks measure the upload path on their own).
+/// storage layer (the benchmarks measure the upload path on their own), received evenly
+/// over the last [`DAYS`] days (on PostgreSQL into their months' partitions), then folds
+/// the days that are over as the collector does in the background.
 pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
-    let start = Instant::now();
+    let began = Instant::now();
     let have = db.stored_samples().await? as u64;
     let runs = samples
         .saturating_sub(have)
         .div_ceil(u64::from(SAMPLES_PER_RUN));
+    let now = now_ms();
+    let start = firsttoken_server::db::day_of(now) - (DAYS - 1) * firsttoken_server::db::DAY_MS;
+    let span = now - start;
+    let mut month = start;
+    while month <= now {
+        db.prepare_partitions(month).await?;
+        month += 28 * firsttoken_server::db::DAY_MS;
+    }
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..4u64 {
         let (db, template) = (db.clone(), template.clone());
         tasks.spawn(async move {
             let mut n = (1u64 << 40) + worker;
-            for _ in 0..runs.div_ceil(4) {
+            for i in 0..runs.div_ceil(4) {
                 let run = varied(&template, n);
                 n += 4;
                 let record = serde_json::to_string(&run)?;
-                db.insert_run(&run, &record, now_ms(), None).await?;
+                // Spread by run number over the days, today's up to now.
+                let position = (i * 4 + worker) as i64;
+                let at = (start + position * span / (runs as i64).max(1)).min(now);
+                db.insert_run(&run, &record, at, None).await?;
             }
             anyhow::Ok(())
         });
@@ -88,16 +104,24 @@ pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
     }
     let total = db.stored_samples().await?;
     println!(
-        "  ({} now holds {total} samples; filling took {:.0} s)",
+        "  ({} now holds {total} samples over {DAYS} days; filling took {:.0} s)",
         db.backend(),
-        start.elapsed().as_secs_f64()
+        began.elapsed().as_secs_f64()
+    );
+    let folding = Instant::now();
+    let folded = db.fold_closed_days(now_ms()).await?;
+    println!(
+        "  ({} days folded into {} rows in {:.1} s)",
+        folded.days,
+        folded.rows,
+        folding.elapsed().as_secs_f64()
     );
     Ok(())
 }
 
 /// Unix milliseconds now: filled runs are received now, so on PostgreSQL they land in
 /// this month's partitions as uploads do.
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

@@ -21,7 +21,7 @@ use firsttoken_core::summary::Cell;
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
-use super::{Dimension, Filter, Kind, Pool};
+use super::{Dimension, Filter, Kind, Piece, Pool};
 
 /// Bound parameters per cell row, and the most cell rows per INSERT
 /// (`super::statements`: every size is prepared once per connection).
@@ -301,6 +301,9 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
             .await
             .context("deleting cells without indexes")?;
         insert_cells!(tx, all);
+        if let Some(mut touch) = super::folds::touch(stored.iter().map(|s| s.1)) {
+            touch.build().persistent(false).execute(&mut *tx).await?;
+        }
         tx.commit().await.context("storing rebuilt cells")?;
         rebuilt += stored.len() as u64;
         tracing::info!(
@@ -310,15 +313,17 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
     })
 }
 
-/// Sends the cells matching `filter` to `out` in batches of up to `batch` cells, with the
+/// Sends the cells matching `filter`, but for those received in the ranges `outside`
+/// (days read folded), to `out` in batches of up to `batch` cells, with the
 /// values of `group_by` as text (booleans as `true`/`false`, numbers in decimal, absent as
 /// ""); stops early, without an error, when the receiver is gone. A full channel makes
 /// the scan wait (it yields its thread) until the receiver catches up.
 pub(super) async fn summary_cells(
     pool: &Pool,
     filter: &Filter,
+    outside: &[(i64, i64)],
     group_by: &[Dimension],
-    out: &tokio::sync::mpsc::Sender<Vec<Cell>>,
+    out: &tokio::sync::mpsc::Sender<Vec<Piece>>,
     batch: usize,
 ) -> anyhow::Result<()> {
     let batch = batch.max(1);
@@ -329,27 +334,10 @@ pub(super) async fn summary_cells(
             select.push(", ").push(super::Column::column(*dimension));
         }
         select.push(" FROM cells");
-        filter.push_where(&mut select);
+        filter.push_where_outside(&mut select, outside);
         let mut rows = select.build().fetch(pool);
         while let Some(row) = rows.try_next().await? {
-            let group = group_by
-                .iter()
-                .enumerate()
-                .map(|(i, dimension)| {
-                    let at = i + 5;
-                    Ok(match super::Column::kind(*dimension) {
-                        Kind::Text => row.try_get::<Option<String>, _>(at)?.unwrap_or_default(),
-                        Kind::Bool => row
-                            .try_get::<Option<bool>, _>(at)?
-                            .map(|b| b.to_string())
-                            .unwrap_or_default(),
-                        Kind::Int => row
-                            .try_get::<Option<i64>, _>(at)?
-                            .map(|n| n.to_string())
-                            .unwrap_or_default(),
-                    })
-                })
-                .collect::<Result<Vec<String>, sqlx::Error>>()?;
+            let group = group_values(&row, 5, group_by)?;
             let errors: Option<String> = row.try_get(2)?;
             let errors = match errors {
                 Some(json) => serde_json::from_str(&json).context("a cell's errors")?,
@@ -357,14 +345,14 @@ pub(super) async fn summary_cells(
             };
             let ttft: Vec<u8> = row.try_get(3)?;
             let e2e: Vec<u8> = row.try_get(4)?;
-            cells.push(Cell {
+            cells.push(Piece::Cell(Cell {
                 group,
                 run_id: row.try_get(0)?,
                 samples: row.try_get::<i64, _>(1)?.max(0) as u64,
                 errors,
                 ttft: Sketch::decode(&ttft).context("a cell's TTFT sketch")?,
                 e2e: Sketch::decode(&e2e).context("a cell's end-to-end sketch")?,
-            });
+            }));
             if cells.len() == batch {
                 let full = std::mem::replace(&mut cells, Vec::with_capacity(batch));
                 if out.send(full).await.is_err() {
@@ -378,6 +366,40 @@ pub(super) async fn summary_cells(
         }
         anyhow::Ok(())
     })
+}
+
+/// The values of `group_by` in the columns from `first` on, as text (booleans as
+/// `true`/`false`, numbers in decimal, absent as "").
+pub(super) fn group_values<R>(
+    row: &R,
+    first: usize,
+    group_by: &[Dimension],
+) -> Result<Vec<String>, sqlx::Error>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    group_by
+        .iter()
+        .enumerate()
+        .map(|(i, dimension)| {
+            let at = first + i;
+            Ok(match super::Column::kind(*dimension) {
+                Kind::Text => row.try_get::<Option<String>, _>(at)?.unwrap_or_default(),
+                Kind::Bool => row
+                    .try_get::<Option<bool>, _>(at)?
+                    .map(|b| b.to_string())
+                    .unwrap_or_default(),
+                Kind::Int => row
+                    .try_get::<Option<i64>, _>(at)?
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

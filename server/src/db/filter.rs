@@ -114,10 +114,63 @@ impl Filter {
         i64: 'a + Encode<'a, DB> + Type<DB>,
         bool: 'a + Encode<'a, DB> + Type<DB>,
     {
-        self.push_conditions(Clause::new(query));
+        self.push_conditions(&mut Clause::new(query), true);
     }
 
-    fn push_conditions<'a, DB: Database>(&self, mut clause: Clause<'_, 'a, DB>)
+    /// Appends ` WHERE …` for this filter, and for `received_at_ms` outside each of the
+    /// ranges `outside` (from, to: the days a summary reads folded instead).
+    pub fn push_where_outside<'a, DB: Database>(
+        &self,
+        query: &mut QueryBuilder<'a, DB>,
+        outside: &[(i64, i64)],
+    ) where
+        String: 'a + Encode<'a, DB> + Type<DB>,
+        i64: 'a + Encode<'a, DB> + Type<DB>,
+        bool: 'a + Encode<'a, DB> + Type<DB>,
+    {
+        let mut clause = Clause::new(query);
+        self.push_conditions(&mut clause, true);
+        for &(from, to) in outside {
+            clause
+                .next()
+                .push("NOT (received_at_ms >= ")
+                .push_bind(from)
+                .push(" AND received_at_ms < ")
+                .push_bind(to)
+                .push(")");
+        }
+    }
+
+    /// Appends ` WHERE …` for this filter's dimensions and demo runs, without its dates,
+    /// and for `day_ms` in one of the ranges `days` (from, to): what a summary reads of
+    /// the `folds` table, whose rows are whole days.
+    pub fn push_where_days<'a, DB: Database>(
+        &self,
+        query: &mut QueryBuilder<'a, DB>,
+        days: &[(i64, i64)],
+    ) where
+        String: 'a + Encode<'a, DB> + Type<DB>,
+        i64: 'a + Encode<'a, DB> + Type<DB>,
+        bool: 'a + Encode<'a, DB> + Type<DB>,
+    {
+        let mut clause = Clause::new(query);
+        self.push_conditions(&mut clause, false);
+        let q = clause.next();
+        q.push("(");
+        for (i, &(from, to)) in days.iter().enumerate() {
+            if i > 0 {
+                q.push(" OR ");
+            }
+            q.push("(day_ms >= ")
+                .push_bind(from)
+                .push(" AND day_ms < ")
+                .push_bind(to)
+                .push(")");
+        }
+        q.push(if days.is_empty() { "FALSE)" } else { ")" });
+    }
+
+    fn push_conditions<'a, DB: Database>(&self, clause: &mut Clause<'_, 'a, DB>, dates: bool)
     where
         String: 'a + Encode<'a, DB> + Type<DB>,
         i64: 'a + Encode<'a, DB> + Type<DB>,
@@ -141,10 +194,10 @@ impl Filter {
                 Value::Int(number) => q.push_bind(*number),
             };
         }
-        if let Some(from) = self.from_ms {
+        if let Some(from) = self.from_ms.filter(|_| dates) {
             clause.next().push("received_at_ms >= ").push_bind(from);
         }
-        if let Some(to) = self.to_ms {
+        if let Some(to) = self.to_ms.filter(|_| dates) {
             clause.next().push("received_at_ms < ").push_bind(to);
         }
     }

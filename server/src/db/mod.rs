@@ -20,6 +20,7 @@ use sqlx::{QueryBuilder, Row};
 pub use export::ExportRun;
 pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
 pub use firsttoken_core::summary::Cell;
+pub use folds::{DAY_MS, Folded, Piece, SETTLE_MS, day_of};
 
 /// Runs `$body` with `$pool` bound to whichever pool `$db` (a [`Db`] or a [`Pool`])
 /// holds. The body is compiled once per backend, so it may use each backend's own types.
@@ -33,7 +34,9 @@ macro_rules! with_pool {
 }
 
 mod cells;
+mod delete;
 mod export;
+mod folds;
 pub mod partitions;
 mod record;
 mod statements;
@@ -226,6 +229,8 @@ impl Db {
             Pool::Postgres(pool) => {
                 sqlx::query_scalar(
                     "SELECT (COALESCE(pg_total_relation_size(to_regclass('run_ids')), 0) \
+                     + COALESCE(pg_total_relation_size(to_regclass('days')), 0) \
+                     + COALESCE(pg_total_relation_size(to_regclass('folds')), 0) \
                      + COALESCE((SELECT SUM(pg_total_relation_size(inhrelid)) FROM pg_inherits \
                                  WHERE inhparent IN (to_regclass('runs'), to_regclass('cells'))), \
                                 0))::BIGINT",
@@ -303,30 +308,7 @@ impl Db {
     /// Deletes a run (its record, its cells and its id) when `token` is the one its upload
     /// was answered with.
     pub async fn delete_run(&self, run_id: &str, token: &str) -> anyhow::Result<Deleted> {
-        let token_sha = sha256_hex(token.as_bytes());
-        with_pool!(self, |pool| {
-            let mut tx = pool.begin().await?;
-            let mut select =
-                QueryBuilder::new("SELECT delete_token_sha256 FROM runs WHERE run_id = ");
-            select.push_bind(run_id.to_owned());
-            let stored: Option<Option<String>> =
-                select.build_query_scalar().fetch_optional(&mut *tx).await?;
-            let outcome = match stored {
-                None => Deleted::NotFound,
-                Some(Some(sha)) if constant_time_eq(sha.as_bytes(), token_sha.as_bytes()) => {
-                    for table in ["cells", "runs", "run_ids"] {
-                        let mut delete =
-                            QueryBuilder::new(format!("DELETE FROM {table} WHERE run_id = "));
-                        delete.push_bind(run_id.to_owned());
-                        delete.build().execute(&mut *tx).await?;
-                    }
-                    Deleted::Deleted
-                }
-                Some(_) => Deleted::WrongToken,
-            };
-            tx.commit().await?;
-            Ok(outcome)
-        })
+        delete::delete_run(&self.pool, run_id, token).await
     }
 
     /// Deletes every run with a sample matching `filter` (its record, its cells and its
@@ -334,57 +316,7 @@ impl Db {
     /// takes every run received before it (with no samples too), and on PostgreSQL drops
     /// the months wholly before it.
     pub async fn purge(&self, filter: &Filter) -> anyhow::Result<u64> {
-        // Every run before a date: on PostgreSQL the months wholly before it go as
-        // tables first; the rest, row by row.
-        if let Some(to) = filter.to_ms
-            && filter.equals.is_empty()
-            && filter.from_ms.is_none()
-            && filter.demo == DemoSamples::Include
-        {
-            let mut purged = 0;
-            if let Pool::Postgres(pg) = &self.pool {
-                let dropped = partitions::drop_before(pg, to).await?;
-                if !dropped.tables.is_empty() {
-                    tracing::info!(tables = ?dropped.tables, runs = dropped.runs,
-                        "purge dropped whole months");
-                }
-                purged += dropped.runs;
-            }
-            return with_pool!(self, |pool| {
-                let mut tx = pool.begin().await?;
-                for table in ["cells", "runs", "run_ids"] {
-                    let mut delete =
-                        QueryBuilder::new(format!("DELETE FROM {table} WHERE received_at_ms < "));
-                    delete.push_bind(to);
-                    let deleted = delete.build().execute(&mut *tx).await?.rows_affected();
-                    if table == "runs" {
-                        purged += deleted;
-                    }
-                }
-                tx.commit().await?;
-                Ok(purged)
-            });
-        }
-        // A sample matches exactly when its cell does (a cell's samples share every
-        // column a filter names), so the runs are chosen by their cells: the cells go
-        // last, as they choose.
-        with_pool!(self, |pool| {
-            let mut tx = pool.begin().await?;
-            let mut purged = 0;
-            for table in ["run_ids", "runs", "cells"] {
-                let mut delete = QueryBuilder::new(format!(
-                    "DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM cells"
-                ));
-                filter.push_where(&mut delete);
-                delete.push(")");
-                let deleted = delete.build().execute(&mut *tx).await?.rows_affected();
-                if table == "runs" {
-                    purged = deleted;
-                }
-            }
-            tx.commit().await?;
-            Ok(purged)
-        })
+        delete::purge(&self.pool, filter).await
     }
 
     /// Makes the cells of runs that have none, or none with their samples' indexes, from
@@ -393,21 +325,59 @@ impl Db {
         cells::rebuild_missing(&self.pool).await
     }
 
-    /// Sends the cells matching `filter` to `out` in batches of up to `batch` cells, with
-    /// the values of `group_by` as text (booleans as `true`/`false`, numbers in decimal,
-    /// absent as ""); stops early when the receiver is gone, and waits (yielding its
-    /// thread) while the channel is full.
-    pub async fn summary_cells(
+    /// Sends what a summary of the samples matching `filter` reads to `out`, in batches
+    /// of up to `batch` pieces, with the values of `group_by` as text (booleans as
+    /// `true`/`false`, numbers in decimal, absent as ""): the folds of the whole days it
+    /// covers that are folded, and the cells of every other run. Stops early when the
+    /// receiver is gone, and waits (yielding its thread) while the channel is full.
+    pub async fn summary_pieces(
         &self,
         filter: &Filter,
         group_by: &[Dimension],
-        out: &tokio::sync::mpsc::Sender<Vec<Cell>>,
+        out: &tokio::sync::mpsc::Sender<Vec<Piece>>,
         batch: usize,
     ) -> anyhow::Result<()> {
-        cells::summary_cells(&self.pool, filter, group_by, out, batch).await
+        let days = folds::folded_days(&self.pool, filter).await?;
+        folds::summary_folds(&self.pool, filter, &days, group_by, out, batch).await?;
+        cells::summary_cells(&self.pool, filter, &days, group_by, out, batch).await
     }
 
-    /// The ids of every stored run, oldest first.
+    /// Folds every day that ended [`SETTLE_MS`] before `now_ms` and changed since it was
+    /// folded (or never was), as the collector does when it starts and every few minutes.
+    pub async fn fold_closed_days(&self, now_ms: i64) -> anyhow::Result<Folded> {
+        folds::fold_closed_days(&self.pool, now_ms).await
+    }
+
+    /// Folds closed days now and every `every`, on the current Tokio runtime, until the
+    /// pool closes.
+    pub fn start_folding(&self, every: Duration) {
+        let db = self.clone();
+        tokio::spawn(async move {
+            loop {
+                match db.fold_closed_days(now_ms()).await {
+                    Ok(folded) if folded.days + folded.changed > 0 => {
+                        tracing::info!(
+                            days = folded.days,
+                            rows = folded.rows,
+                            changed_meanwhile = folded.changed,
+                            "folded closed days"
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = format!("{e:#}"), "cannot fold days"),
+                }
+                tokio::time::sleep(every).await;
+                let closed = match &db.pool {
+                    Pool::Sqlite(p) => p.is_closed(),
+                    Pool::Postgres(p) => p.is_closed(),
+                };
+                if closed {
+                    return;
+                }
+            }
+        });
+    }
+
     pub async fn run_ids(&self) -> anyhow::Result<Vec<String>> {
         with_pool!(self, |pool| {
             Ok(
@@ -474,12 +444,18 @@ pub enum Table {
     Runs,
     /// A row per combination of dimensions in a run (`cells`).
     Cells,
+    /// A row per day with runs (`days`).
+    Days,
+    /// A row per folded day, choice of varying dimensions and combination (`folds`).
+    Folds,
 }
 
 impl Table {
     fn name(self) -> &'static str {
         match self {
             Table::RunIds => "run_ids",
+            Table::Days => "days",
+            Table::Folds => "folds",
             Table::Runs => "runs",
             Table::Cells => "cells",
         }

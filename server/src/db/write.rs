@@ -23,7 +23,7 @@ use firsttoken_core::Run;
 use sqlx::QueryBuilder;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{Pool, Stored, cells};
+use super::{Pool, Stored, cells, folds};
 
 /// Uploads waiting for the writer. A full queue makes the next upload wait (its handler
 /// holds it); with at most this many queued, memory stays bounded by the upload size.
@@ -284,6 +284,15 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
         // never disagree with the run.
         let cells: Vec<&cells::CellRow> = new.iter().flat_map(|u| &u.cells).collect();
         cells::insert_cells!(tx, cells);
+        // A change to each new run's day: folds made of the day before it are not read.
+        if let Some(mut touch) = folds::touch(new.iter().map(|u| u.received_at_ms)) {
+            touch
+                .build()
+                .persistent(false)
+                .execute(&mut *tx)
+                .await
+                .context("counting a change to the days of the runs")?;
+        }
         tx.commit().await.context("committing uploads")?;
         anyhow::Ok((created, earlier))
     })?;

@@ -32,9 +32,9 @@ use tokio::sync::Semaphore;
 use super::access::{self, Access, Peer};
 use super::selection::{self, Purpose};
 use crate::AppState;
-use crate::db::Filter;
+use crate::db::{Filter, Piece};
 use crate::error::AppError;
-use firsttoken_core::summary::{Accumulator, Cell, Dimension, Summary};
+use firsttoken_core::summary::{Accumulator, Dimension, Summary};
 
 /// Summaries computed at once. Each holds a sketch per run and group in memory while it
 /// runs, so this bounds what worst-case queries can make the server hold.
@@ -162,7 +162,7 @@ async fn tally(
     group_by: Vec<Dimension>,
     min_samples: usize,
 ) -> Result<Summary, AppError> {
-    let (rows, mut batches) = tokio::sync::mpsc::channel::<Vec<Cell>>(BATCHES_WAITING);
+    let (rows, mut batches) = tokio::sync::mpsc::channel::<Vec<Piece>>(BATCHES_WAITING);
     let (done, summary) = tokio::sync::oneshot::channel();
     let dimensions = group_by.clone();
     std::thread::Builder::new()
@@ -175,15 +175,18 @@ async fn tally(
                     let _ = done.send(accumulator.finish(&dimensions, min_samples));
                     return;
                 }
-                batch
-                    .into_iter()
-                    .for_each(|cell| accumulator.add_cell(cell));
+                for piece in batch {
+                    match piece {
+                        Piece::Cell(cell) => accumulator.add_cell(cell),
+                        Piece::Fold(group, fold) => accumulator.add_fold(group, fold),
+                    }
+                }
             }
         })
         .map_err(anyhow::Error::from)?;
     state
         .db
-        .summary_cells(&filter, &group_by, &rows, BATCH_ROWS)
+        .summary_pieces(&filter, &group_by, &rows, BATCH_ROWS)
         .await?;
     let _ = rows.send(Vec::new()).await;
     Ok(summary

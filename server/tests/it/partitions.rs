@@ -113,8 +113,14 @@ async fn months_are_made_ahead_kept_whole_and_dropped_whole() {
     assert_eq!(rows_in(&t, &this.table("runs")).await, 1);
     assert_eq!(rows_in(&t, &this.table("cells")).await, cells_per_run);
 
+    // March's and April's days folded; today's is not over.
+    let folded = t.db.fold_closed_days(now).await.expect("fold");
+    assert_eq!(folded.days, 2);
+    assert!(t.db.count(Table::Folds).await.expect("count") > 0);
+
     // Purging everything before 15 April: March goes as tables, April's run row by row
-    // (it was received on the 2nd), and this month's run stays.
+    // (it was received on the 2nd), and this month's run stays; the days before go with
+    // their folds.
     let purge = Filter {
         to_ms: Some(ms(2024, 4, 15)),
         demo: DemoSamples::Include,
@@ -148,6 +154,8 @@ async fn months_are_made_ahead_kept_whole_and_dropped_whole() {
         cells_per_run
     );
     assert_eq!(t.db.stored_samples().await.expect("count"), samples_per_run);
+    assert_eq!(t.db.count(Table::Days).await.expect("count"), 1, "today's");
+    assert_eq!(t.db.count(Table::Folds).await.expect("count"), 0);
     // A purged run's id is free again: uploaded anew, it is stored anew.
     let again = t.db.insert_run(&moved, &record, now, None).await;
     assert!(

@@ -3,7 +3,8 @@
 //! cells existed, and a run whose cells were made without their samples' indexes, get
 //! their cells made from their records before the collector serves, equal row for row to
 //! the cells this version stores with a new upload; ids stay unique; records read back;
-//! and on PostgreSQL each run lands in its month's partitions.
+//! their days are folded as those of the same runs uploaded now; and on PostgreSQL each
+//! run lands in its month's partitions.
 
 use crate::common;
 
@@ -100,6 +101,29 @@ async fn cells(db: &Db) -> Vec<(String, i64, i64, Option<String>, Vec<u8>, Vec<u
     .expect("cells")
 }
 
+/// Every row of folds, in one order.
+async fn folds(db: &Db) -> Vec<(i64, i64, String, Vec<u8>)> {
+    let sql = "SELECT day_ms, merged, network, fold FROM folds \
+               ORDER BY day_ms, merged, network, fold";
+    match db.pool() {
+        Pool::Sqlite(p) => sqlx::query_as(sql).fetch_all(p).await,
+        Pool::Postgres(p) => sqlx::query_as(sql).fetch_all(p).await,
+    }
+    .expect("folds")
+}
+
+/// `migrator` with only the migrations an earlier collector had run.
+fn before(mut migrator: sqlx::migrate::Migrator) -> sqlx::migrate::Migrator {
+    migrator.migrations = migrator
+        .migrations
+        .iter()
+        .filter(|m| m.version < BEFORE)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    migrator
+}
+
 /// What the upgraded database must hold, checked against `fresh`, where this version
 /// stored the same runs as uploads.
 async fn check(upgraded: &Db, fresh: &Db, runs: &[(Run, String, i64)], name: &str) {
@@ -133,6 +157,20 @@ async fn check(upgraded: &Db, fresh: &Db, runs: &[(Run, String, i64)], name: &st
     let other_record = serde_json::to_string(&other).expect("serializes");
     let taken = upgraded.insert_run(&other, &other_record, *at, None).await;
     assert_eq!(taken.expect("answered"), Stored::IdTaken, "{name}");
+    // The runs' days are known, and fold to what the same uploads fold to.
+    assert_eq!(
+        upgraded.count(Table::Days).await.expect("count"),
+        3,
+        "{name}"
+    );
+    let now = ms(2026, 1, 1);
+    for db in [upgraded, fresh] {
+        let folded = db.fold_closed_days(now).await.expect("fold");
+        assert_eq!(folded.days, 3, "{name}");
+    }
+    let made = folds(upgraded).await;
+    assert!(!made.is_empty());
+    assert_eq!(made, folds(fresh).await, "{name}: folds");
 }
 
 #[tokio::test]
@@ -146,15 +184,10 @@ async fn an_earlier_sqlite_database_gets_cells_from_its_records() {
     let old = sqlx::SqlitePool::connect_with(options)
         .await
         .expect("opens");
-    let mut before = sqlx::migrate!("./migrations/sqlite");
-    before.migrations = before
-        .migrations
-        .iter()
-        .filter(|m| m.version < BEFORE)
-        .cloned()
-        .collect::<Vec<_>>()
-        .into();
-    before.run(&old).await.expect("the schema before");
+    before(sqlx::migrate!("./migrations/sqlite"))
+        .run(&old)
+        .await
+        .expect("the schema before");
     let runs = old_runs();
     store_as_before!(&old, &runs);
     old.close().await;
@@ -194,15 +227,10 @@ async fn an_earlier_postgres_database_gets_months_and_cells_from_its_records() {
         .connect_with(options.clone())
         .await
         .expect("connect");
-    let mut before = sqlx::migrate!("./migrations/postgres");
-    before.migrations = before
-        .migrations
-        .iter()
-        .filter(|m| m.version < BEFORE)
-        .cloned()
-        .collect::<Vec<_>>()
-        .into();
-    before.run(&old).await.expect("the schema before");
+    before(sqlx::migrate!("./migrations/postgres"))
+        .run(&old)
+        .await
+        .expect("the schema before");
     let runs = old_runs();
     store_as_before!(&old, &runs);
     old.close().await;

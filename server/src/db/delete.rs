@@ -1,0 +1,125 @@
+//! Deleting runs: one by its delete token, or every run a filter matches (an age purge
+//! on PostgreSQL drops whole months as tables). A run goes with its record, its cells
+//! and its id in one transaction, and the folds of its day with it (they hold its
+//! histograms; the day is read from its cells until folded again).
+
+use sqlx::QueryBuilder;
+
+use super::{Deleted, DemoSamples, Filter, Pool, constant_time_eq, folds, partitions, sha256_hex};
+
+/// Deletes a run (its record, its cells and its id) when `token` is the one its upload
+/// was answered with.
+pub(super) async fn delete_run(pool: &Pool, run_id: &str, token: &str) -> anyhow::Result<Deleted> {
+    let token_sha = sha256_hex(token.as_bytes());
+    with_pool!(pool, |pool| {
+        let mut tx = pool.begin().await?;
+        let mut select = QueryBuilder::new(
+            "SELECT delete_token_sha256, received_at_ms FROM runs WHERE run_id = ",
+        );
+        select.push_bind(run_id.to_owned());
+        let stored: Option<(Option<String>, i64)> =
+            select.build_query_as().fetch_optional(&mut *tx).await?;
+        let outcome = match stored {
+            None => Deleted::NotFound,
+            Some((Some(sha), received_at_ms))
+                if constant_time_eq(sha.as_bytes(), token_sha.as_bytes()) =>
+            {
+                // Its day's folds hold it: they go, the day back to its cells.
+                for mut statement in folds::forget(vec![received_at_ms]) {
+                    statement.build().execute(&mut *tx).await?;
+                }
+                for table in ["cells", "runs", "run_ids"] {
+                    let mut delete =
+                        QueryBuilder::new(format!("DELETE FROM {table} WHERE run_id = "));
+                    delete.push_bind(run_id.to_owned());
+                    delete.build().execute(&mut *tx).await?;
+                }
+                Deleted::Deleted
+            }
+            Some(_) => Deleted::WrongToken,
+        };
+        tx.commit().await?;
+        Ok(outcome)
+    })
+}
+
+/// Deletes every run with a sample matching `filter` (its record, its cells and its
+/// id); returns how many runs went. A filter of only an end date, demo runs included,
+/// takes every run received before it (with no samples too), and on PostgreSQL drops
+/// the months wholly before it.
+pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
+    // Every run before a date: on PostgreSQL the months wholly before it go as
+    // tables first; the rest, row by row.
+    if let Some(to) = filter.to_ms
+        && filter.equals.is_empty()
+        && filter.from_ms.is_none()
+        && filter.demo == DemoSamples::Include
+    {
+        let mut purged = 0;
+        if let Pool::Postgres(pg) = pool {
+            let dropped = partitions::drop_before(pg, to).await?;
+            if !dropped.tables.is_empty() {
+                tracing::info!(tables = ?dropped.tables, runs = dropped.runs,
+                    "purge dropped whole months");
+            }
+            purged += dropped.runs;
+        }
+        return with_pool!(pool, |pool| {
+            let mut tx = pool.begin().await?;
+            // The days wholly before `to` go with their folds; the day `to` falls in
+            // loses its folds (they hold purged runs) and goes back to its cells.
+            let mut delete = QueryBuilder::new("DELETE FROM folds WHERE day_ms < ");
+            delete.push_bind(to);
+            delete.build().execute(&mut *tx).await?;
+            let mut delete = QueryBuilder::new("DELETE FROM days WHERE day_ms <= ");
+            delete.push_bind(to.saturating_sub(folds::DAY_MS));
+            delete.build().execute(&mut *tx).await?;
+            let mut touch =
+                QueryBuilder::new("UPDATE days SET changes = changes + 1 WHERE day_ms = ");
+            touch.push_bind(folds::day_of(to - 1));
+            touch.build().execute(&mut *tx).await?;
+            for table in ["cells", "runs", "run_ids"] {
+                let mut delete =
+                    QueryBuilder::new(format!("DELETE FROM {table} WHERE received_at_ms < "));
+                delete.push_bind(to);
+                let deleted = delete.build().execute(&mut *tx).await?.rows_affected();
+                if table == "runs" {
+                    purged += deleted;
+                }
+            }
+            tx.commit().await?;
+            Ok(purged)
+        });
+    }
+    // A sample matches exactly when its cell does (a cell's samples share every
+    // column a filter names), so the runs are chosen by their cells: the cells go
+    // last, as they choose.
+    with_pool!(pool, |pool| {
+        let mut tx = pool.begin().await?;
+        // The folds of the days of the runs going hold them: they go, the days back
+        // to their cells.
+        let mut days = QueryBuilder::new(format!(
+            "SELECT DISTINCT (received_at_ms / {day}) * {day} FROM cells",
+            day = folds::DAY_MS
+        ));
+        filter.push_where(&mut days);
+        let days: Vec<i64> = days.build_query_scalar().fetch_all(&mut *tx).await?;
+        for mut statement in folds::forget(days) {
+            statement.build().execute(&mut *tx).await?;
+        }
+        let mut purged = 0;
+        for table in ["run_ids", "runs", "cells"] {
+            let mut delete = QueryBuilder::new(format!(
+                "DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM cells"
+            ));
+            filter.push_where(&mut delete);
+            delete.push(")");
+            let deleted = delete.build().execute(&mut *tx).await?.rows_affected();
+            if table == "runs" {
+                purged = deleted;
+            }
+        }
+        tx.commit().await?;
+        Ok(purged)
+    })
+}

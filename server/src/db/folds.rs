@@ -1,0 +1,531 @@
+//! Folds: each closed day's runs folded ahead from their cells, so a summary over a year
+//! reads a few thousand rows instead of a million runs' cells (`firsttoken_core::fold`
+//! says what a fold keeps and why its numbers are the ones its runs give one by one).
+//!
+//! A fold adds up only with folds of other runs, and a summary groups and filters by any
+//! dimensions. Most are the same for all of a run's samples (its network, its browser,
+//! its link); phase, concurrency, scenario and target (label, version, demo or not) can
+//! differ between a run's samples. So each day is folded once for every choice of which
+//! of the dimensions that do differ within some run of that day (`varies`, usually only
+//! the phase) to merge, per combination of the other dimensions' values: each run lands in
+//! one row per choice, and a summary reads the rows that merge exactly the varying
+//! dimensions it neither groups nor filters by. Rows it puts in one group then differ
+//! only in dimensions that are the same for each run that day, so no run is in two.
+//!
+//! Which days are read folded is decided by the `days` table: every transaction that
+//! stores or deletes a run (or remakes its cells) counts a change to the run's day, and a
+//! day's folds are read only while its count of changes is the one they were made at.
+//! Folding compares and sets that count in the transaction that writes the folds, so a
+//! run stored while its day was being folded sends the day back to its cells, never out
+//! of the summary. A summary reads each run once: from the folds of the days it reads
+//! folded, from its cells everywhere else.
+
+use std::collections::{BTreeMap, HashMap};
+
+use anyhow::Context;
+use firsttoken_core::fold::Fold;
+use firsttoken_core::sketch::Sketch;
+use firsttoken_core::summary::Cell;
+use futures_util::TryStreamExt;
+use sqlx::{Database, Encode, QueryBuilder, Row, Type};
+
+use super::{Dimension, Filter, Pool};
+
+pub const DAY_MS: i64 = 86_400_000;
+/// A day is folded once it has been over for this long (uploads in flight at midnight
+/// land first; one landing later only sends the day back to its cells for a while).
+pub const SETTLE_MS: i64 = 10 * 60 * 1000;
+/// Runs folded at a time into a row's fold while a day is folded.
+const RUNS_PER_STEP: usize = 4_096;
+/// Rows per INSERT of folds (16 parameters each).
+const ROWS_PER_INSERT: usize = 500;
+/// The most separate ranges of days a summary reads folded; past it, the shortest are
+/// read from their cells (slower, the same numbers).
+const MOST_RANGES: usize = 64;
+/// The dimensions that can vary within a run: bits 0 to 4 of `varies` and `merged`; bit
+/// 5 is whether the target is the demo one.
+const VARYING: [Dimension; 5] = [
+    Dimension::Phase,
+    Dimension::Concurrency,
+    Dimension::Scenario,
+    Dimension::TargetLabel,
+    Dimension::TargetVersion,
+];
+const DEMO: i64 = 1 << 5;
+const ALL_VARYING: i64 = (1 << 6) - 1;
+
+/// A part of a summary: a run's samples of a combination, or runs folded ahead, with its
+/// group's values of the dimensions grouped by.
+#[derive(Debug)]
+pub enum Piece {
+    Cell(Cell),
+    Fold(Vec<String>, Fold),
+}
+
+/// The UTC day `ms` falls in, by its first millisecond.
+pub fn day_of(ms: i64) -> i64 {
+    ms.div_euclid(DAY_MS) * DAY_MS
+}
+
+/// The statement that counts a change to each of `days` (first milliseconds, any order,
+/// repeats allowed); `None` without days.
+pub(super) fn touch<'a, DB: Database>(
+    days: impl IntoIterator<Item = i64>,
+) -> Option<QueryBuilder<'a, DB>>
+where
+    i64: 'a + Encode<'a, DB> + Type<DB>,
+{
+    let mut days: Vec<i64> = days.into_iter().map(day_of).collect();
+    days.sort_unstable();
+    days.dedup();
+    if days.is_empty() {
+        return None;
+    }
+    let mut upsert = QueryBuilder::new("INSERT INTO days (day_ms, changes) ");
+    upsert.push_values(days, |mut row, day| {
+        row.push_bind(day).push("1");
+    });
+    upsert.push(" ON CONFLICT (day_ms) DO UPDATE SET changes = days.changes + 1");
+    Some(upsert)
+}
+
+/// The statements that count a change to each of `days` and delete their folds, for a
+/// transaction that deletes runs received on them: the runs' ids and histograms go with
+/// them, not at the next folding.
+pub(super) fn forget<'a, DB: Database>(days: Vec<i64>) -> Vec<QueryBuilder<'a, DB>>
+where
+    i64: 'a + Encode<'a, DB> + Type<DB>,
+{
+    let mut days: Vec<i64> = days.into_iter().map(day_of).collect();
+    days.sort_unstable();
+    days.dedup();
+    let Some(touch) = touch(days.iter().copied()) else {
+        return Vec::new();
+    };
+    let mut delete = QueryBuilder::new("DELETE FROM folds WHERE day_ms IN (");
+    let mut list = delete.separated(", ");
+    for day in days {
+        list.push_bind(day);
+    }
+    delete.push(")");
+    vec![touch, delete]
+}
+
+/// Which of the varying dimensions (bits as `varies`) a summary grouping by `group_by`
+/// and filtering by `filter` names: it reads rows that merge all others.
+fn named(filter: &Filter, group_by: &[Dimension]) -> i64 {
+    let named = |d: Dimension| group_by.contains(&d) || filter.equals.iter().any(|(e, _)| *e == d);
+    let demo = if filter.demo == super::DemoSamples::Include {
+        0
+    } else {
+        DEMO
+    };
+    (0..VARYING.len())
+        .filter(|&bit| named(VARYING[bit]))
+        .fold(demo, |mask, bit| mask | (1 << bit))
+}
+
+/// A row of `folds`: its choice of dimensions merged, and its values (`None` for a merged
+/// dimension, and for one without a value; `merged` tells them apart).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Key {
+    merged: i64,
+    target_demo: Option<bool>,
+    phase: Option<String>,
+    concurrency: Option<i64>,
+    scenario: Option<String>,
+    target_label: Option<String>,
+    target_version: Option<String>,
+    network: String,
+    effective_type: Option<String>,
+    browser: Option<String>,
+    os: Option<String>,
+    mobile: Option<bool>,
+    study: Option<String>,
+}
+
+/// One cell of the day being folded.
+struct DayCell {
+    key: Key,
+    samples: u64,
+    errors: BTreeMap<String, u64>,
+    ttft: Sketch,
+    e2e: Sketch,
+}
+
+/// A row's fold as it is made: runs waiting to be folded, and those folded.
+#[derive(Default)]
+struct Folding {
+    runs: Vec<(String, Sketch, Sketch)>,
+    fold: Fold,
+}
+
+impl Folding {
+    fn step(&mut self) {
+        if !self.runs.is_empty() {
+            let runs = std::mem::take(&mut self.runs);
+            self.fold.merge(Fold::of_runs(runs));
+        }
+    }
+}
+
+/// What [`fold_closed_days`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Folded {
+    /// Days folded.
+    pub days: u64,
+    /// Days left for later: a run was stored or deleted while they were folded.
+    pub changed: u64,
+    /// Rows of folds written.
+    pub rows: u64,
+}
+
+/// Folds every day that ended [`SETTLE_MS`] before `now_ms` and has changed since it was
+/// last folded (or never was), oldest first.
+pub(super) async fn fold_closed_days(pool: &Pool, now_ms: i64) -> anyhow::Result<Folded> {
+    let before = day_of(now_ms - SETTLE_MS);
+    let stale: Vec<(i64, i64)> = with_pool!(pool, |p| {
+        let mut select = QueryBuilder::new(
+            "SELECT day_ms, changes FROM days WHERE (folded IS NULL OR folded <> changes) \
+             AND day_ms < ",
+        );
+        select.push_bind(before).push(" ORDER BY day_ms");
+        select.build_query_as().fetch_all(p).await
+    })
+    .context("finding days to fold")?;
+    let mut done = Folded::default();
+    for (day, changes) in stale {
+        match fold_day(pool, day, changes).await? {
+            Some(rows) => {
+                done.days += 1;
+                done.rows += rows;
+            }
+            None => done.changed += 1,
+        }
+    }
+    Ok(done)
+}
+
+/// Folds the runs of `day` as they are at `changes`; the rows written, or `None` when the
+/// day changed meanwhile (it stays with its cells until folded again).
+async fn fold_day(pool: &Pool, day: i64, changes: i64) -> anyhow::Result<Option<u64>> {
+    let varies = varies(pool, day).await?;
+    let mut rows: HashMap<Key, Folding> = HashMap::new();
+    // A run's cells together, runs by id (as a summary orders them: byte order).
+    let mut run: Option<(String, Vec<DayCell>)> = None;
+    with_pool!(pool, |p| {
+        let mut select = QueryBuilder::new(
+            "SELECT run_id, samples, errors, ttft, e2e, target_demo, phase, concurrency, \
+             scenario, target_label, target_version, network, effective_type, browser, os, \
+             mobile, study FROM cells WHERE received_at_ms >= ",
+        );
+        select
+            .push_bind(day)
+            .push(" AND received_at_ms < ")
+            .push_bind(day + DAY_MS)
+            .push(match pool {
+                Pool::Postgres(_) => " ORDER BY run_id COLLATE \"C\"",
+                Pool::Sqlite(_) => " ORDER BY run_id",
+            });
+        let mut cells = select.build().fetch(p);
+        while let Some(row) = cells.try_next().await? {
+            let run_id: String = row.try_get(0)?;
+            let errors: Option<String> = row.try_get(2)?;
+            let (ttft, e2e): (Vec<u8>, Vec<u8>) = (row.try_get(3)?, row.try_get(4)?);
+            let cell = DayCell {
+                samples: row.try_get::<i64, _>(1)?.max(0) as u64,
+                errors: match errors {
+                    Some(json) => serde_json::from_str(&json).context("a cell's errors")?,
+                    None => BTreeMap::new(),
+                },
+                ttft: Sketch::decode(&ttft).context("a cell's TTFT sketch")?,
+                e2e: Sketch::decode(&e2e).context("a cell's end-to-end sketch")?,
+                key: Key {
+                    merged: 0,
+                    target_demo: Some(row.try_get(5)?),
+                    phase: Some(row.try_get(6)?),
+                    concurrency: Some(row.try_get(7)?),
+                    scenario: row.try_get(8)?,
+                    target_label: Some(row.try_get(9)?),
+                    target_version: row.try_get(10)?,
+                    network: row.try_get(11)?,
+                    effective_type: row.try_get(12)?,
+                    browser: row.try_get(13)?,
+                    os: row.try_get(14)?,
+                    mobile: row.try_get(15)?,
+                    study: row.try_get(16)?,
+                },
+            };
+            match &mut run {
+                Some((id, cells)) if *id == run_id => cells.push(cell),
+                _ => {
+                    if let Some((id, cells)) = run.take() {
+                        add_run(&mut rows, varies, id, cells);
+                    }
+                    run = Some((run_id, vec![cell]));
+                }
+            }
+        }
+        anyhow::Ok(())
+    })
+    .with_context(|| format!("reading the cells of the day from {day} ms"))?;
+    if let Some((id, cells)) = run.take() {
+        add_run(&mut rows, varies, id, cells);
+    }
+    let mut rows: Vec<(Key, Fold)> = rows
+        .into_iter()
+        .map(|(key, mut folding)| {
+            folding.step();
+            (key, folding.fold)
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let written = rows.len() as u64;
+    let stored = with_pool!(pool, |p| async {
+        let mut tx = p.begin().await?;
+        // Compare and set: nothing stored or deleted for the day since `changes` was read
+        // (a writer counting a change waits for this transaction, or this for it).
+        let mut claim = QueryBuilder::new("UPDATE days SET varies = ");
+        claim
+            .push_bind(varies)
+            .push(", folded = ")
+            .push_bind(changes)
+            .push(" WHERE day_ms = ")
+            .push_bind(day)
+            .push(" AND changes = ")
+            .push_bind(changes);
+        let claimed = claim.build().execute(&mut *tx).await?.rows_affected() == 1;
+        if !claimed {
+            // Dropped, the transaction rolls back.
+            return anyhow::Ok(false);
+        }
+        let mut delete = QueryBuilder::new("DELETE FROM folds WHERE day_ms = ");
+        delete.push_bind(day);
+        delete.build().execute(&mut *tx).await?;
+        for chunk in rows.chunks(ROWS_PER_INSERT) {
+            let mut insert = QueryBuilder::new(
+                "INSERT INTO folds (day_ms, merged, target_demo, phase, concurrency, scenario, \
+                 target_label, target_version, network, effective_type, browser, os, mobile, \
+                 study, fold) ",
+            );
+            insert.push_values(chunk, |mut row, (key, fold)| {
+                row.push_bind(day)
+                    .push_bind(key.merged)
+                    .push_bind(key.target_demo)
+                    .push_bind(key.phase.clone())
+                    .push_bind(key.concurrency)
+                    .push_bind(key.scenario.clone())
+                    .push_bind(key.target_label.clone())
+                    .push_bind(key.target_version.clone())
+                    .push_bind(key.network.clone())
+                    .push_bind(key.effective_type.clone())
+                    .push_bind(key.browser.clone())
+                    .push_bind(key.os.clone())
+                    .push_bind(key.mobile)
+                    .push_bind(key.study.clone())
+                    .push_bind(fold.encode());
+            });
+            insert.build().persistent(false).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        anyhow::Ok(true)
+    }
+    .await)
+    .with_context(|| format!("storing the folds of the day from {day} ms"))?;
+    Ok(stored.then_some(written))
+}
+
+/// The varying dimensions (bits as `varies`) some run of `day` has more than one value
+/// of, from a pass over the cells' dimensions alone.
+async fn varies(pool: &Pool, day: i64) -> anyhow::Result<i64> {
+    type Values = (
+        String,
+        bool,
+        String,
+        i64,
+        Option<String>,
+        String,
+        Option<String>,
+    );
+    let mut varies = 0;
+    let mut first: Option<Values> = None;
+    with_pool!(pool, |p| {
+        let mut select = QueryBuilder::new(
+            "SELECT run_id, target_demo, phase, concurrency, scenario, target_label, \
+             target_version FROM cells WHERE received_at_ms >= ",
+        );
+        select
+            .push_bind(day)
+            .push(" AND received_at_ms < ")
+            .push_bind(day + DAY_MS)
+            .push(" ORDER BY run_id");
+        let mut cells = select.build_query_as::<Values>().fetch(p);
+        while let Some(cell) = cells.try_next().await? {
+            match &first {
+                Some(f) if f.0 == cell.0 => {
+                    let differs = [
+                        f.2 != cell.2,
+                        f.3 != cell.3,
+                        f.4 != cell.4,
+                        f.5 != cell.5,
+                        f.6 != cell.6,
+                    ];
+                    for (bit, differs) in differs.into_iter().enumerate() {
+                        if differs {
+                            varies |= 1 << bit;
+                        }
+                    }
+                    if f.1 != cell.1 {
+                        varies |= DEMO;
+                    }
+                }
+                _ => first = Some(cell),
+            }
+        }
+        anyhow::Ok(())
+    })
+    .with_context(|| format!("reading what varies within runs on the day from {day} ms"))?;
+    Ok(varies)
+}
+
+/// Adds one run (its cells of the day) to the row of each choice of the dimensions in
+/// `varies` to merge its samples are in.
+fn add_run(rows: &mut HashMap<Key, Folding>, varies: i64, run_id: String, cells: Vec<DayCell>) {
+    // Every subset of `varies`, by counting down through its bits.
+    let mut merged = varies;
+    loop {
+        let mut parts: BTreeMap<Key, (u64, BTreeMap<String, u64>, Sketch, Sketch)> =
+            BTreeMap::new();
+        for cell in &cells {
+            let mut key = cell.key.clone();
+            key.merged = merged;
+            let gone = |bit: i64| merged & bit != 0;
+            if gone(1) {
+                key.phase = None;
+            }
+            if gone(2) {
+                key.concurrency = None;
+            }
+            if gone(4) {
+                key.scenario = None;
+            }
+            if gone(8) {
+                key.target_label = None;
+            }
+            if gone(16) {
+                key.target_version = None;
+            }
+            if gone(DEMO) {
+                key.target_demo = None;
+            }
+            let part = parts.entry(key).or_default();
+            part.0 += cell.samples;
+            for (class, count) in &cell.errors {
+                *part.1.entry(class.clone()).or_default() += count;
+            }
+            part.2.merge(&cell.ttft);
+            part.3.merge(&cell.e2e);
+        }
+        for (key, (samples, errors, ttft, e2e)) in parts {
+            let folding = rows.entry(key).or_default();
+            folding.fold.samples += samples;
+            for (class, count) in errors {
+                *folding.fold.errors.entry(class).or_default() += count;
+            }
+            folding.runs.push((run_id.clone(), ttft, e2e));
+            if folding.runs.len() == RUNS_PER_STEP {
+                folding.step();
+            }
+        }
+        if merged == 0 {
+            break;
+        }
+        merged = (merged - 1) & varies;
+    }
+}
+
+/// The whole days within `filter`'s dates whose folds are current, as ranges of
+/// milliseconds (from, to), at most [`MOST_RANGES`] of them.
+pub(super) async fn folded_days(pool: &Pool, filter: &Filter) -> anyhow::Result<Vec<(i64, i64)>> {
+    let days: Vec<i64> = with_pool!(pool, |p| {
+        let mut select = QueryBuilder::new("SELECT day_ms FROM days WHERE folded = changes");
+        if let Some(from) = filter.from_ms {
+            // The first whole day at or after `from`.
+            select
+                .push(" AND day_ms >= ")
+                .push_bind(day_of(from + DAY_MS - 1));
+        }
+        if let Some(to) = filter.to_ms {
+            select
+                .push(" AND day_ms <= ")
+                .push_bind(to.saturating_sub(DAY_MS));
+        }
+        select.push(" ORDER BY day_ms");
+        select.build_query_scalar().fetch_all(p).await
+    })
+    .context("reading which days are folded")?;
+    let mut ranges: Vec<(i64, i64)> = Vec::new();
+    for day in days {
+        match ranges.last_mut() {
+            Some(last) if last.1 == day => last.1 = day + DAY_MS,
+            _ => ranges.push((day, day + DAY_MS)),
+        }
+    }
+    if ranges.len() > MOST_RANGES {
+        ranges.sort_by_key(|r| std::cmp::Reverse(r.1 - r.0));
+        ranges.truncate(MOST_RANGES);
+        ranges.sort_unstable();
+    }
+    Ok(ranges)
+}
+
+/// Sends the folds of the days in `days` (from [`folded_days`]) matching `filter`'s
+/// dimensions to `out` in batches of up to `batch`, with their values of `group_by` as
+/// text; stops early, without an error, when the receiver is gone.
+pub(super) async fn summary_folds(
+    pool: &Pool,
+    filter: &Filter,
+    days: &[(i64, i64)],
+    group_by: &[Dimension],
+    out: &tokio::sync::mpsc::Sender<Vec<Piece>>,
+    batch: usize,
+) -> anyhow::Result<()> {
+    if days.is_empty() {
+        return Ok(());
+    }
+    let batch = batch.max(1);
+    let mut pieces = Vec::with_capacity(batch);
+    with_pool!(pool, |p| {
+        let mut select = QueryBuilder::new("SELECT fold");
+        for dimension in group_by {
+            select.push(", ").push(super::Column::column(*dimension));
+        }
+        // Of each day, the rows that merge every varying dimension the summary does not
+        // name, and no other.
+        select.push(" FROM folds");
+        // Always a condition on the days, so more follow with AND.
+        filter.push_where_days(&mut select, days);
+        select
+            .push(" AND merged = (SELECT varies FROM days WHERE days.day_ms = folds.day_ms) & ")
+            .push_bind(ALL_VARYING & !named(filter, group_by));
+        let mut rows = select.build().fetch(p);
+        while let Some(row) = rows.try_next().await? {
+            let bytes: Vec<u8> = row.try_get(0)?;
+            let fold = Fold::decode(&bytes).context("a day's fold")?;
+            pieces.push(Piece::Fold(
+                super::cells::group_values(&row, 1, group_by)?,
+                fold,
+            ));
+            if pieces.len() == batch {
+                let full = std::mem::replace(&mut pieces, Vec::with_capacity(batch));
+                if out.send(full).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        if !pieces.is_empty() {
+            let _ = out.send(pieces).await;
+        }
+        anyhow::Ok(())
+    })
+}
