@@ -8,7 +8,8 @@
 -- while the two are equal: a run stored late, or deleted, sends its day back to its cells
 -- until it is folded again. `varies`: the dimensions some run of the day has more than
 -- one value of (phase 1, concurrency 2, scenario 4, target 8, target version 16, demo
--- target 32), as the folds were made.
+-- target 32), as the folds were made; -1 when the day had too many combinations to fold
+-- and is read from its cells.
 CREATE TABLE days (
     day_ms   INTEGER PRIMARY KEY,
     changes  INTEGER NOT NULL,

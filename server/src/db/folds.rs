@@ -18,7 +18,13 @@
 //! Folding compares and sets that count in the transaction that writes the folds, so a
 //! run stored while its day was being folded sends the day back to its cells, never out
 //! of the summary. A summary reads each run once: from the folds of the days it reads
-//! folded, from its cells everywhere else.
+//! folded, from its cells everywhere else. The writer counts its change last in its
+//! transaction, so on PostgreSQL the day's row is locked only for the commit.
+//!
+//! What folding takes is bounded: a day is read as a stream of cells by run, runs are
+//! folded into their rows a few thousand at a time, and a day whose runs make more than
+//! [`MOST_ROWS`] rows (combinations nobody's crowd has, or someone's attack) is left to
+//! its cells, marked so that it is not tried again until it changes.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -39,6 +45,11 @@ pub const SETTLE_MS: i64 = 10 * 60 * 1000;
 const RUNS_PER_STEP: usize = 4_096;
 /// Rows per INSERT of folds (16 parameters each).
 const ROWS_PER_INSERT: usize = 500;
+/// The most rows of folds a day may have; past them it is read from its cells (its
+/// `varies` is [`TOO_VARIED`]).
+pub const MOST_ROWS: usize = 50_000;
+/// `days.varies` of a day left unfolded for having too many combinations.
+const TOO_VARIED: i64 = -1;
 /// The most separate ranges of days a summary reads folded; past it, the shortest are
 /// read from their cells (slower, the same numbers).
 const MOST_RANGES: usize = 64;
@@ -176,13 +187,20 @@ pub struct Folded {
     pub days: u64,
     /// Days left for later: a run was stored or deleted while they were folded.
     pub changed: u64,
+    /// Days left to their cells for having more combinations than the bound.
+    pub too_varied: u64,
     /// Rows of folds written.
     pub rows: u64,
 }
 
 /// Folds every day that ended [`SETTLE_MS`] before `now_ms` and has changed since it was
-/// last folded (or never was), oldest first.
-pub(super) async fn fold_closed_days(pool: &Pool, now_ms: i64) -> anyhow::Result<Folded> {
+/// last folded (or never was), oldest first, each into at most `most_rows` rows
+/// ([`MOST_ROWS`] but in tests).
+pub(super) async fn fold_closed_days(
+    pool: &Pool,
+    now_ms: i64,
+    most_rows: usize,
+) -> anyhow::Result<Folded> {
     let before = day_of(now_ms - SETTLE_MS);
     let stale: Vec<(i64, i64)> = with_pool!(pool, |p| {
         let mut select = QueryBuilder::new(
@@ -195,20 +213,35 @@ pub(super) async fn fold_closed_days(pool: &Pool, now_ms: i64) -> anyhow::Result
     .context("finding days to fold")?;
     let mut done = Folded::default();
     for (day, changes) in stale {
-        match fold_day(pool, day, changes).await? {
-            Some(rows) => {
+        match fold_day(pool, day, changes, most_rows).await? {
+            DayFold::Folded(rows) => {
                 done.days += 1;
                 done.rows += rows;
             }
-            None => done.changed += 1,
+            DayFold::TooVaried => done.too_varied += 1,
+            DayFold::Changed => done.changed += 1,
         }
     }
     Ok(done)
 }
 
-/// Folds the runs of `day` as they are at `changes`; the rows written, or `None` when the
-/// day changed meanwhile (it stays with its cells until folded again).
-async fn fold_day(pool: &Pool, day: i64, changes: i64) -> anyhow::Result<Option<u64>> {
+/// What became of a day.
+enum DayFold {
+    /// Folded into this many rows.
+    Folded(u64),
+    /// Left to its cells: more than the bound's rows.
+    TooVaried,
+    /// Changed meanwhile: it stays with its cells until folded again.
+    Changed,
+}
+
+/// Folds the runs of `day` as they are at `changes`, into at most `most_rows` rows.
+async fn fold_day(
+    pool: &Pool,
+    day: i64,
+    changes: i64,
+    most_rows: usize,
+) -> anyhow::Result<DayFold> {
     let varies = varies(pool, day).await?;
     let mut rows: HashMap<Key, Folding> = HashMap::new();
     // A run's cells together, runs by id (as a summary orders them: byte order).
@@ -262,6 +295,9 @@ async fn fold_day(pool: &Pool, day: i64, changes: i64) -> anyhow::Result<Option<
                     if let Some((id, cells)) = run.take() {
                         add_run(&mut rows, varies, id, cells);
                     }
+                    if rows.len() > most_rows {
+                        break;
+                    }
                     run = Some((run_id, vec![cell]));
                 }
             }
@@ -272,6 +308,18 @@ async fn fold_day(pool: &Pool, day: i64, changes: i64) -> anyhow::Result<Option<
     if let Some((id, cells)) = run.take() {
         add_run(&mut rows, varies, id, cells);
     }
+    // A day of too many combinations stays with its cells: its folds would hold about
+    // as much, in the memory of the task that makes them.
+    let too_varied = rows.len() > most_rows;
+    let (varies, rows) = if too_varied {
+        tracing::warn!(
+            day_ms = day,
+            "a day's runs have more than {most_rows} combinations: left unfolded, read from their cells"
+        );
+        (TOO_VARIED, HashMap::new())
+    } else {
+        (varies, rows)
+    };
     let mut rows: Vec<(Key, Fold)> = rows
         .into_iter()
         .map(|(key, mut folding)| {
@@ -332,7 +380,11 @@ async fn fold_day(pool: &Pool, day: i64, changes: i64) -> anyhow::Result<Option<
     }
     .await)
     .with_context(|| format!("storing the folds of the day from {day} ms"))?;
-    Ok(stored.then_some(written))
+    Ok(match (stored, too_varied) {
+        (false, _) => DayFold::Changed,
+        (true, true) => DayFold::TooVaried,
+        (true, false) => DayFold::Folded(written),
+    })
 }
 
 /// The varying dimensions (bits as `varies`) some run of `day` has more than one value
@@ -448,7 +500,8 @@ fn add_run(rows: &mut HashMap<Key, Folding>, varies: i64, run_id: String, cells:
 /// milliseconds (from, to), at most [`MOST_RANGES`] of them.
 pub(super) async fn folded_days(pool: &Pool, filter: &Filter) -> anyhow::Result<Vec<(i64, i64)>> {
     let days: Vec<i64> = with_pool!(pool, |p| {
-        let mut select = QueryBuilder::new("SELECT day_ms FROM days WHERE folded = changes");
+        let mut select =
+            QueryBuilder::new("SELECT day_ms FROM days WHERE folded = changes AND varies >= 0");
         if let Some(from) = filter.from_ms {
             // The first whole day at or after `from`.
             select

@@ -20,7 +20,7 @@ use sqlx::{QueryBuilder, Row};
 pub use export::ExportRun;
 pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
 pub use firsttoken_core::summary::Cell;
-pub use folds::{DAY_MS, Folded, Piece, SETTLE_MS, day_of};
+pub use folds::{DAY_MS, Folded, MOST_ROWS, Piece, SETTLE_MS, day_of};
 
 /// Runs `$body` with `$pool` bound to whichever pool `$db` (a [`Db`] or a [`Pool`])
 /// holds. The body is compiled once per backend, so it may use each backend's own types.
@@ -345,7 +345,17 @@ impl Db {
     /// Folds every day that ended [`SETTLE_MS`] before `now_ms` and changed since it was
     /// folded (or never was), as the collector does when it starts and every few minutes.
     pub async fn fold_closed_days(&self, now_ms: i64) -> anyhow::Result<Folded> {
-        folds::fold_closed_days(&self.pool, now_ms).await
+        folds::fold_closed_days(&self.pool, now_ms, MOST_ROWS).await
+    }
+
+    /// [`Db::fold_closed_days`] with a day of more than `most_rows` rows of folds left
+    /// to its cells (tests set a small bound to see that happen).
+    pub async fn fold_closed_days_within(
+        &self,
+        now_ms: i64,
+        most_rows: usize,
+    ) -> anyhow::Result<Folded> {
+        folds::fold_closed_days(&self.pool, now_ms, most_rows).await
     }
 
     /// Folds closed days now and every `every`, on the current Tokio runtime, until the

@@ -311,3 +311,52 @@ async fn folded_days_give_the_answers_their_cells_give() {
         t.cleanup().await;
     }
 }
+
+/// A day whose runs make more rows of folds than the bound is left to its cells, with the
+/// same answers, and is not tried again until it changes.
+#[tokio::test]
+async fn a_day_of_too_many_combinations_stays_with_its_cells() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let yesterday = day_of(now) - DAY_MS;
+    let queries: Vec<String> = ["group_by=network", "group_by=phase&phase=any"]
+        .into_iter()
+        .map(|q| format!("{q}&min_samples=1"))
+        .collect();
+    for t in common::databases().await {
+        let db = &t.db;
+        for n in 0..6u64 {
+            let run = run(n);
+            let record = serde_json::to_string(&run).expect("json");
+            let at = yesterday + 3_600_000 * (n as i64 + 1);
+            db.insert_run(&run, &record, at, None).await.expect("store");
+        }
+        let by_cells = answers(db, &queries).await;
+        // Six runs of six combinations: more than one row.
+        let folded = db.fold_closed_days_within(now, 1).await.expect("fold");
+        assert_eq!((folded.days, folded.too_varied), (0, 1), "{}", t.name);
+        assert_eq!(db.count(Table::Folds).await.expect("count"), 0);
+        all_same(&answers(db, &queries).await, &by_cells, &queries, t.name);
+        let again = db.fold_closed_days_within(now, 1).await.expect("fold");
+        assert_eq!(
+            (again.days, again.too_varied),
+            (0, 0),
+            "{}: not retried",
+            t.name
+        );
+        // A run more, and the day is folded within the collector's own bound.
+        let late = run(6);
+        let record = serde_json::to_string(&late).expect("json");
+        db.insert_run(&late, &record, yesterday + 60_000, None)
+            .await
+            .expect("store");
+        let with_late = answers(db, &queries).await;
+        let folded = db.fold_closed_days(now).await.expect("fold");
+        assert_eq!((folded.days, folded.too_varied), (1, 0), "{}", t.name);
+        assert!(folded.rows > 1);
+        all_same(&answers(db, &queries).await, &with_late, &queries, t.name);
+        t.cleanup().await;
+    }
+}
