@@ -184,3 +184,58 @@ fn folds_read_back_what_they_wrote_and_name_damage() {
         assert_eq!(Fold::decode(&other), Err(FoldError::Format(9)));
     }
 }
+
+/// A summary read from folds (a crowd's runs over seven days, each day folded apart) gives
+/// percentiles within the sketch's error of values whose percentiles are known, and
+/// intervals within twice it of the exact cluster bootstrap's.
+#[test]
+fn a_summary_of_folds_gives_known_percentiles_within_the_sketchs_error() {
+    let alpha = firsttoken_core::sketch::RELATIVE_ERROR;
+    let (runs, count) = (400, 40_001);
+    // 100 + 5000·(k/(count − 1))²: with count − 1 a multiple of 100, the p-th percentile
+    // of p50, p90, p95 and p99 is 100 + 5000·(p/100)² exactly.
+    let mut values = vec![Vec::new(); runs];
+    for k in 0..count {
+        let x = k as f64 / (count - 1) as f64;
+        values[(k * 7919) % runs].push(100.0 + 5000.0 * x * x);
+    }
+    let named: Vec<(String, Vec<f64>)> = values
+        .iter()
+        .enumerate()
+        .map(|(r, v)| (format!("run-{r:04}"), v.clone()))
+        .collect();
+    let mut acc = Accumulator::default();
+    for day in 0..7 {
+        let mine: Vec<_> = named.iter().skip(day).step_by(7).cloned().collect();
+        let mut fold = folded(&mine);
+        fold.samples = mine.iter().map(|r| r.1.len() as u64).sum();
+        acc.add_fold(Vec::new(), fold);
+    }
+    let group = acc.finish(&[], 30).groups.remove(0);
+    assert_eq!(
+        (group.runs, group.samples, group.answered),
+        (runs, count, count)
+    );
+    let slices: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
+    let exact = summary::percentiles(&slices, stats::BOOTSTRAP_SEED).expect("values");
+    let read = group.ttft_ms.expect("percentiles");
+    assert_eq!((read.count, read.min, read.max), (count, 100.0, 5100.0));
+    let pairs = [
+        (50.0, exact.p50, read.p50),
+        (90.0, exact.p90.expect("p90"), read.p90.expect("p90")),
+        (95.0, exact.p95.expect("p95"), read.p95.expect("p95")),
+        (99.0, exact.p99.expect("p99"), read.p99.expect("p99")),
+    ];
+    for (p, exact, read) in pairs {
+        let known = 100.0 + 5000.0 * (p / 100.0_f64).powi(2);
+        assert!((exact.value - known).abs() < 1e-6, "p{p}: {exact:?}");
+        assert!(
+            (read.value - known).abs() <= alpha * known,
+            "p{p}: {read:?}"
+        );
+        for (a, b) in [(read.low, exact.low), (read.high, exact.high)] {
+            let (a, b) = (a.expect("interval"), b.expect("interval"));
+            assert!((a - b).abs() <= 2.0 * alpha * b, "p{p} end {a} vs {b}");
+        }
+    }
+}

@@ -103,11 +103,18 @@ pub async fn fill(db: &Db, template: &Run, samples: u64) -> anyhow::Result<()> {
         done??;
     }
     let total = db.stored_samples().await?;
-    println!(
-        "  ({} now holds {total} samples over {DAYS} days; filling took {:.0} s)",
-        db.backend(),
-        began.elapsed().as_secs_f64()
-    );
+    if runs == 0 {
+        println!(
+            "  ({} holds {total} samples, all received today: nothing to fill)",
+            db.backend()
+        );
+    } else {
+        println!(
+            "  ({} now holds {total} samples, {runs} runs of them over {DAYS} days; filling took {:.0} s)",
+            db.backend(),
+            began.elapsed().as_secs_f64()
+        );
+    }
     let folding = Instant::now();
     let folded = db.fold_closed_days(now_ms()).await?;
     println!(
