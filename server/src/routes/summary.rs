@@ -148,8 +148,8 @@ async fn summary(
 const BATCH_ROWS: usize = 1024;
 const BATCHES_WAITING: usize = 16;
 
-/// Scans the cells on the server's runtime and tallies them on a thread of the
-/// summary's own, which also works out the intervals (real CPU on large groups). The
+/// Scans the folds of the folded days and the cells of the rest on the server's runtime
+/// and tallies them on a thread of the summary's own, which also works out the intervals (real CPU on large groups). The
 /// threads that serve uploads never hold a summary's sketches, nor wait for the tally:
 /// when it is [`BATCHES_WAITING`] batches behind, the scan yields its thread until it
 /// catches up. The memory a summary took is there for the next one: the allocator hands
