@@ -360,3 +360,72 @@ async fn a_day_of_too_many_combinations_stays_with_its_cells() {
         t.cleanup().await;
     }
 }
+
+/// Two collectors fold the same days at once while runs are stored late into them: every
+/// answer is still the one the cells give, before and after the days are folded again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_collectors_folding_while_runs_arrive_lose_nothing() {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let today = day_of(now);
+    let queries: Vec<String> = ["group_by=network", "group_by=phase&phase=any", ""]
+        .into_iter()
+        .map(|q| format!("{q}&min_samples=1"))
+        .collect();
+    for t in common::databases().await {
+        // The second collector opens the same database through a pool of its own.
+        let second = match t.db.pool() {
+            Pool::Postgres(pool) => Db::connect_postgres(pool.connect_options().as_ref().clone())
+                .await
+                .expect("second pool"),
+            Pool::Sqlite(pool) => {
+                let file = pool.connect_options().get_filename().display().to_string();
+                Db::connect(&format!("sqlite://{file}"))
+                    .await
+                    .expect("second pool")
+            }
+        };
+        let at = |n: u64| today - (1 + n % 3) as i64 * DAY_MS + 3_600_000 + n as i64 * 60_000;
+        let store = |db: Db, runs: std::ops::Range<u64>| async move {
+            for n in runs {
+                let run = run(n);
+                let record = serde_json::to_string(&run).expect("json");
+                db.insert_run(&run, &record, at(n), None)
+                    .await
+                    .expect("store");
+            }
+        };
+        store(t.db.clone(), 0..40).await;
+        let (a, b, ()) = tokio::join!(
+            t.db.fold_closed_days(now),
+            second.fold_closed_days(now),
+            store(t.db.clone(), 40..50),
+        );
+        let (a, b) = (a.expect("fold"), b.expect("fold"));
+        assert!(a.days + a.changed + b.days + b.changed >= 3, "{a:?} {b:?}");
+        let now_read = answers(&t.db, &queries).await;
+        assert_eq!(runs_in_first(&now_read), 50, "{}", t.name);
+        // Every day back to its cells: the reference.
+        execute(&t.db, "UPDATE days SET folded = NULL").await;
+        let by_cells = answers(&t.db, &queries).await;
+        all_same(&now_read, &by_cells, &queries, t.name);
+        let (a, b) = tokio::join!(t.db.fold_closed_days(now), second.fold_closed_days(now));
+        let (a, b) = (a.expect("fold"), b.expect("fold"));
+        assert!(a.days + b.days >= 3, "{}: {a:?} {b:?}", t.name);
+        all_same(&answers(&t.db, &queries).await, &by_cells, &queries, t.name);
+        second.close().await;
+        t.cleanup().await;
+    }
+}
+
+/// Runs in the first query's groups together.
+fn runs_in_first(answers: &[Value]) -> u64 {
+    answers[0]["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .map(|g| g["runs"].as_u64().expect("runs"))
+        .sum()
+}
