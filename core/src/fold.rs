@@ -402,44 +402,35 @@ fn add_squares(a: &mut Vec<(i32, u64, u64)>, b: &[(i32, u64, u64)]) {
         }
         return;
     }
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() || j < b.len() {
-        let order = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) => x.0.cmp(&y.0),
-            (Some(_), None) => Ordering::Less,
-            _ => Ordering::Greater,
-        };
-        match order {
-            Ordering::Less => {
-                out.push(a[i]);
-                i += 1;
-            }
-            Ordering::Greater => {
-                out.push(b[j]);
-                j += 1;
-            }
-            Ordering::Equal => {
-                out.push((a[i].0, a[i].1 + b[j].1, a[i].2 + b[j].2));
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    *a = out;
+    *a = merged(
+        a,
+        b,
+        |x, y| x.0.cmp(&y.0),
+        |x, y| (x.0, x.1 + y.1, x.2 + y.2),
+    );
 }
 
 /// Two ascending (value, count) lists merged, counts of a value in both added.
 fn merge_counts(a: &[(f64, u64)], b: &[(f64, u64)]) -> Vec<(f64, u64)> {
+    merged(a, b, |x, y| x.0.total_cmp(&y.0), |x, y| (x.0, x.1 + y.1))
+}
+
+/// Two lists ascending by `order` merged into one, an entry in both `join`ed.
+fn merged<T: Copy>(
+    a: &[T],
+    b: &[T],
+    order: impl Fn(&T, &T) -> Ordering,
+    join: impl Fn(&T, &T) -> T,
+) -> Vec<T> {
     let mut out = Vec::with_capacity(a.len() + b.len());
     let (mut i, mut j) = (0, 0);
     while i < a.len() || j < b.len() {
-        let order = match (a.get(i), b.get(j)) {
-            (Some(x), Some(y)) => x.0.total_cmp(&y.0),
+        let next = match (a.get(i), b.get(j)) {
+            (Some(x), Some(y)) => order(x, y),
             (Some(_), None) => Ordering::Less,
             _ => Ordering::Greater,
         };
-        match order {
+        match next {
             Ordering::Less => {
                 out.push(a[i]);
                 i += 1;
@@ -449,7 +440,7 @@ fn merge_counts(a: &[(f64, u64)], b: &[(f64, u64)]) -> Vec<(f64, u64)> {
                 j += 1;
             }
             Ordering::Equal => {
-                out.push((a[i].0, a[i].1 + b[j].1));
+                out.push(join(&a[i], &b[j]));
                 i += 1;
                 j += 1;
             }

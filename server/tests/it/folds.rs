@@ -129,6 +129,13 @@ fn queries(today: i64) -> Vec<String> {
         .collect()
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64
+}
+
 async fn answers(db: &Db, queries: &[String]) -> Vec<Value> {
     // A fresh collector each time: answers are reused for a few seconds otherwise.
     let app = App::new(common::state(db));
@@ -195,10 +202,7 @@ async fn execute(db: &Db, sql: &str) -> u64 {
 
 #[tokio::test]
 async fn folded_days_give_the_answers_their_cells_give() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis() as i64;
+    let now = now_ms();
     let today = day_of(now);
     let queries = queries(today);
     for t in common::databases().await {
@@ -316,10 +320,7 @@ async fn folded_days_give_the_answers_their_cells_give() {
 /// same answers, and is not tried again until it changes.
 #[tokio::test]
 async fn a_day_of_too_many_combinations_stays_with_its_cells() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis() as i64;
+    let now = now_ms();
     let yesterday = day_of(now) - DAY_MS;
     let queries: Vec<String> = ["group_by=network", "group_by=phase&phase=any"]
         .into_iter()
@@ -365,10 +366,7 @@ async fn a_day_of_too_many_combinations_stays_with_its_cells() {
 /// answer is still the one the cells give, before and after the days are folded again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_collectors_folding_while_runs_arrive_lose_nothing() {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("after 1970")
-        .as_millis() as i64;
+    let now = now_ms();
     let today = day_of(now);
     let queries: Vec<String> = ["group_by=network", "group_by=phase&phase=any", ""]
         .into_iter()
@@ -376,17 +374,7 @@ async fn two_collectors_folding_while_runs_arrive_lose_nothing() {
         .collect();
     for t in common::databases().await {
         // The second collector opens the same database through a pool of its own.
-        let second = match t.db.pool() {
-            Pool::Postgres(pool) => Db::connect_postgres(pool.connect_options().as_ref().clone())
-                .await
-                .expect("second pool"),
-            Pool::Sqlite(pool) => {
-                let file = pool.connect_options().get_filename().display().to_string();
-                Db::connect(&format!("sqlite://{file}"))
-                    .await
-                    .expect("second pool")
-            }
-        };
+        let second = t.second_instance().await;
         let at = |n: u64| today - (1 + n % 3) as i64 * DAY_MS + 3_600_000 + n as i64 * 60_000;
         let store = |db: Db, runs: std::ops::Range<u64>| async move {
             for n in runs {

@@ -3,25 +3,14 @@
 
 use crate::common;
 
-use firsttoken_server::Db;
-use firsttoken_server::db::{Pool, Table};
+use firsttoken_server::db::Table;
 
 // Real ports: two servers side by side, as deployed, each with its own pool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_instances_on_one_database_lose_nothing_and_store_nothing_twice() {
     for t in common::databases().await {
         // The second instance opens the same database through a pool of its own.
-        let second = match t.db.pool() {
-            Pool::Postgres(pool) => Db::connect_postgres(pool.connect_options().as_ref().clone())
-                .await
-                .expect("second pool"),
-            Pool::Sqlite(pool) => {
-                let file = pool.connect_options().get_filename().display().to_string();
-                Db::connect(&format!("sqlite://{file}"))
-                    .await
-                    .expect("second pool")
-            }
-        };
+        let second = t.second_instance().await;
         let instances = [
             common::serve(common::state(&t.db)).await,
             common::serve(common::state(&second)).await,

@@ -23,6 +23,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::ConnectInfo;
 use axum::http::header::{AUTHORIZATION, CONTENT_LENGTH, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Response, StatusCode};
+use firsttoken_server::db::Pool;
 use firsttoken_server::{AppState, Config, Db};
 use http_body_util::BodyExt;
 use serde_json::Value;
@@ -40,6 +41,22 @@ pub struct TestDb {
 }
 
 impl TestDb {
+    /// The same database through a pool of its own, as a second collector instance
+    /// opens it.
+    pub async fn second_instance(&self) -> Db {
+        match self.db.pool() {
+            Pool::Postgres(pool) => Db::connect_postgres(pool.connect_options().as_ref().clone())
+                .await
+                .expect("second pool"),
+            Pool::Sqlite(pool) => {
+                let file = pool.connect_options().get_filename().display().to_string();
+                Db::connect(&format!("sqlite://{file}"))
+                    .await
+                    .expect("second pool")
+            }
+        }
+    }
+
     /// Drops the PostgreSQL schema (a SQLite folder goes with the value).
     pub async fn cleanup(self) {
         if let Some((options, schema)) = self.schema
