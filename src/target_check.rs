@@ -1,8 +1,10 @@
 //! The target check's requests: one real request of the plan from this browser (with the
-//! engine's own code, so it meets CORS, caching and connections as the runs will), then,
-//! where the study names them, one to the fresh URL, one probe and one to each compared
-//! target. When the request gets no response, a few small requests tell an unreachable
-//! server from a CORS refusal, and which header the preflight refused.
+//! engine's own code, so it meets CORS, caching and connections as the runs will) and the
+//! same again straight after it (is the client port the target reports the browser's?),
+//! then, where the study names them, two to fresh host names (does the browser coalesce
+//! them?), one probe and one to each compared target. When the request gets no
+//! response, a few small requests tell an unreachable server from a CORS refusal, and
+//! which header the preflight refused.
 //! [`firsttoken_core::check`] reads what they showed as a checklist.
 
 use firsttoken_core::Plan;
@@ -46,6 +48,17 @@ pub async fn run(plan: &Plan) -> Observed {
     };
     spec.keep_body = true;
     let main = measure_alone(&scope, &spec, &context).await;
+    // The same again, straight after: a client port the target reports must stay the
+    // same on one connection, or it is not the browser's (a proxy's upstream socket).
+    let main_again = if main.sample.error.is_none() {
+        let again = RequestSpec {
+            keep_body: false,
+            ..spec.clone()
+        };
+        Some(reply(&measure_alone(&scope, &again, &context).await))
+    } else {
+        None
+    };
 
     let same_origin = origin_of(&spec.url).as_deref() == Some(page_origin.as_str());
     let request_headers = preflight_headers(spec.headers.iter().map(|(name, _)| name.as_str()));
@@ -60,20 +73,31 @@ pub async fn run(plan: &Plan) -> Observed {
 
     // The fresh URL and the probe are checked wherever the study names them, whatever
     // its phases.
+    // Two fresh host names, one after the other: the second shows whether the browser
+    // coalesces them onto one HTTP/2 connection.
     let mut fresh = None;
     if target.fresh_url.is_some() {
         let number =
             u64::from_le_bytes(scope.random_bytes()[..8].try_into().unwrap_or([0; 8])) % 1_000_000;
-        if let Some(url) = target.fresh_url_for(number) {
+        let ask = |url: String| {
             let spec = RequestSpec {
-                url: url.clone(),
+                url,
                 keep_body: false,
                 ..spec.clone()
             };
-            let measured = measure_alone(&scope, &spec, &context).await;
+            let (scope, context) = (&scope, &context);
+            async move { reply(&measure_alone(scope, &spec, context).await) }
+        };
+        if let Some(url) = target.fresh_url_for(number) {
+            let first = ask(url.clone()).await;
+            let second = match target.fresh_url_for(number + 1) {
+                Some(next) if first.answered() => Some((next.clone(), ask(next).await)),
+                _ => None,
+            };
             fresh = Some(Fresh {
                 url,
-                reply: reply(&measured),
+                reply: first,
+                second,
             });
         }
     }
@@ -102,6 +126,7 @@ pub async fn run(plan: &Plan) -> Observed {
         dialect: target.dialect.clone(),
         request_headers,
         main: reply(&main),
+        main_again,
         cors,
         fresh,
         probe,

@@ -259,6 +259,11 @@ pub const COLUMNS: &[Column] = &[
         read: |l| Value::Real(l.conn().and_then(|c| c.tls_ms)),
     },
     Column {
+        name: "sent_ms",
+        meaning: "Resource Timing: from fetch() to the request sent (DNS, connection, TLS, CORS preflight: whichever went first)",
+        read: |l| Value::Real(l.conn().and_then(|c| c.sent_ms)),
+    },
+    Column {
         name: "hidden",
         meaning: "the page was hidden during the request (or a cold request's wait)",
         read: |l| Value::Bool(Some(l.sample.hidden)),

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::connections::PortOff;
 use crate::plan::Phase;
 use crate::schema::{Run, Sample};
 use crate::stats::{
@@ -29,9 +30,14 @@ pub struct PhaseReport {
     pub itl: Option<ItlSummary>,
 }
 
-/// What a new connection added to the time to first token, read only from requests
-/// whose connection was verified: fresh requests verified new against steady requests
-/// verified reused.
+/// What a new host name added to the time to first token, read only from requests whose
+/// connection was verified: fresh requests verified new against steady requests verified
+/// reused. A fresh request goes to a host name the browser has never used, so it pays
+/// for everything a first visit does: a DNS lookup, a TCP connection, a full TLS
+/// handshake, and the CORS preflight a new origin needs, before its request is even sent.
+/// A returning user reconnecting to the same host name pays less (DNS cached, TLS
+/// resumed, the preflight cached for its max-age), so this is named a new host name's
+/// cost, not a reconnect's.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConnectionCost {
     /// Requests of the fresh phase.
@@ -49,35 +55,63 @@ pub struct ConnectionCost {
     pub median_fresh_ttft_ms: Option<f64>,
     /// Median TTFT of the steady requests verified reused that answered.
     pub median_warm_ttft_ms: Option<f64>,
+    /// Median fresh minus median warm TTFT with its 95% interval (each group resampled
+    /// on its own): `None` without values on both sides.
+    pub difference: Option<Estimate>,
+    /// Median time from `fetch()` to the request sent (`conn.sent_ms`) of the fresh
+    /// requests verified new, and of the steady ones verified warm: the part of the
+    /// difference the browser spent before the request left (DNS, connection, TLS,
+    /// preflight). `None` without Resource Timing detail.
+    pub median_fresh_sent_ms: Option<f64>,
+    pub median_warm_sent_ms: Option<f64>,
+    /// Why the client port the target reported was not used, if it was not.
+    pub port_off: Option<PortOff>,
 }
 
 impl ConnectionCost {
-    /// Median fresh minus median warm TTFT, both from verified connections only.
+    /// The median difference, only where its interval tells it from zero.
     pub fn extra_ms(&self) -> Option<f64> {
-        Some(self.median_fresh_ttft_ms? - self.median_warm_ttft_ms?)
+        self.difference
+            .filter(|d| d.low > 0.0 || d.high < 0.0)
+            .map(|d| d.value)
+    }
+
+    /// What the browser spent before the request left, fresh over warm: the connection
+    /// set-up and preflight part of the difference, as Resource Timing timed it.
+    pub fn extra_sent_ms(&self) -> Option<f64> {
+        Some(self.median_fresh_sent_ms? - self.median_warm_sent_ms?)
     }
 
     /// Why there is no number, when there is none.
-    pub fn missing(&self) -> Option<&'static str> {
+    pub fn missing(&self) -> Option<String> {
+        let port = self
+            .port_off
+            .map(|off| format!(" (the client port was not used: {})", off.reason()))
+            .unwrap_or_default();
         if self.extra_ms().is_some() {
             None
+        } else if let Some(d) = self.difference {
+            Some(format!(
+                "the difference cannot be told from zero: its 95% interval runs from {:.0} to {:.0} ms; more fresh and steady requests would narrow it",
+                d.low, d.high
+            ))
         } else if self.verified_new == 0 && self.unverifiable > 0 {
-            Some(
+            Some(format!(
                 "no fresh request could be verified to open a new connection: the target does not report the \
                  client's port (X-Firsttoken-Client-Port), and a cross-origin request with a JSON body opens its \
-                 connection in the CORS preflight, out of Resource Timing's sight",
-            )
+                 connection in the CORS preflight, out of Resource Timing's sight{port}"
+            ))
         } else if self.verified_new == 0 {
-            Some("no fresh request ran on a new connection")
+            Some(format!("no fresh request ran on a new connection{port}"))
         } else if self.median_fresh_ttft_ms.is_none() {
-            Some("no fresh request verified new gave a first token")
+            Some("no fresh request verified new gave a first token".into())
         } else if self.verified_warm == 0 {
-            Some(
+            Some(format!(
                 "no steady request could be verified to reuse its connection: the target sends no \
-                 Timing-Allow-Origin and does not report the client's port",
-            )
+                 Timing-Allow-Origin and does not report the client's port{port}"
+            ))
         } else {
-            Some("no steady request verified warm gave a first token")
+            Some("no steady request verified warm gave a first token".into())
         }
     }
 }
@@ -242,6 +276,14 @@ impl RunReport {
                 .copied()
                 .filter(|s| new_connection(s) == Some(false))
                 .collect();
+            let fresh_ttft = answered_ttft(verified_new.iter().copied());
+            let warm_ttft = answered_ttft(verified_warm.iter().copied());
+            let sent = |samples: &[&Sample]| -> Vec<f64> {
+                samples
+                    .iter()
+                    .filter_map(|s| s.conn.as_ref().and_then(|c| c.sent_ms))
+                    .collect()
+            };
             report.connection = Some(ConnectionCost {
                 fresh_requests: fresh.len(),
                 verified_new: verified_new.len(),
@@ -251,8 +293,12 @@ impl RunReport {
                     .count(),
                 unverifiable: fresh.iter().filter(|s| new_connection(s).is_none()).count(),
                 verified_warm: verified_warm.len(),
-                median_fresh_ttft_ms: median(&answered_ttft(verified_new)),
-                median_warm_ttft_ms: median(&answered_ttft(verified_warm)),
+                median_fresh_ttft_ms: median(&fresh_ttft),
+                median_warm_ttft_ms: median(&warm_ttft),
+                difference: stats::difference_of_medians(&fresh_ttft, &warm_ttft, BOOTSTRAP_SEED),
+                median_fresh_sent_ms: median(&sent(&verified_new)),
+                median_warm_sent_ms: median(&sent(&verified_warm)),
+                port_off: run.engine.client_port_off,
             });
         }
 
@@ -470,7 +516,7 @@ mod tests {
         assert_eq!((c.verified_new, c.reused), (0, 5));
         assert_eq!(c.extra_ms(), None);
         assert_eq!(
-            c.missing(),
+            c.missing().as_deref(),
             Some("no fresh request ran on a new connection")
         );
         // None could be told either way.
@@ -618,5 +664,52 @@ mod tests {
             Some(200.0)
         );
         assert_eq!(report.phases.len(), 2, "one compare report per target");
+    }
+
+    /// The difference of two medians of model TTFTs, unpaired, from a Quick run's five
+    /// fresh and ten steady requests, spreads by hundreds of milliseconds: a figure whose
+    /// interval holds zero is not shown, and the reason gives the interval.
+    #[test]
+    fn a_cost_that_cannot_be_told_from_zero_gives_no_figure() {
+        // Steady and fresh from the same spread, no cost at all.
+        let ttfts = [
+            900.0, 400.0, 1500.0, 700.0, 1100.0, 500.0, 1300.0, 800.0, 600.0, 1000.0,
+        ];
+        let mut samples: Vec<Sample> = ttfts
+            .iter()
+            .map(|&t| on(Some(false), sample(0, Phase::Steady, 0, t)))
+            .collect();
+        samples.extend(
+            [1200.0, 450.0, 950.0, 650.0, 1400.0]
+                .iter()
+                .map(|&t| on(Some(true), sample(0, Phase::Fresh, 0, t))),
+        );
+        let c = RunReport::of(&run(samples, 1)).connection.expect("fresh");
+        let d = c.difference.expect("values on both sides");
+        assert!(d.low < 0.0 && d.high > 0.0, "{d:?}");
+        assert_eq!(c.extra_ms(), None);
+        assert!(
+            c.missing()
+                .is_some_and(|m| m.contains("cannot be told from zero")),
+            "{:?}",
+            c.missing()
+        );
+    }
+
+    /// A run whose client port was switched off says so where the figure is missing.
+    #[test]
+    fn a_port_switched_off_is_named_in_the_reason() {
+        let mut samples: Vec<Sample> = (0..5)
+            .map(|i| sample(0, Phase::Steady, 0, 300.0 + f64::from(i)))
+            .collect();
+        samples.extend((0..5).map(|i| sample(0, Phase::Fresh, 0, 600.0 + f64::from(i))));
+        let mut r = run(samples, 1);
+        r.engine.client_port_off = Some(PortOff::Zero);
+        let c = RunReport::of(&r).connection.expect("fresh");
+        assert!(
+            c.missing().is_some_and(|m| m.contains("port 0")),
+            "{:?}",
+            c.missing()
+        );
     }
 }

@@ -184,27 +184,42 @@ pub fn connection_reading(c: &ConnectionCost) -> String {
     } else {
         format!(" {}.", format::sentence(&left_out.join("; ")))
     };
-    match (c.extra_ms(), c.missing()) {
-        (Some(extra), _) => {
+    let sent = match (c.median_fresh_sent_ms, c.median_warm_sent_ms) {
+        (Some(fresh), Some(warm)) => format!(
+            " Before each request left the browser (DNS, connection, TLS, preflight): {} on a new host name, {} on a warm connection.",
+            format::ms(Some(fresh)),
+            format::ms(Some(warm))
+        ),
+        _ => String::new(),
+    };
+    match (c.difference, c.extra_ms(), c.missing()) {
+        (Some(d), Some(extra), _) => {
             let what = if extra >= 0.0 {
                 format!(
-                    "A new connection added {} to the first token",
-                    format::ms(Some(extra))
+                    "A new host name (DNS lookup, connection, TLS and the CORS preflight a new origin pays) added {} to the first token (95% interval {} to {})",
+                    format::ms(Some(extra)),
+                    format::ms(Some(d.low)),
+                    format::ms(Some(d.high)),
                 )
             } else {
-                "A new connection added no measurable time to the first token".to_owned()
+                format!(
+                    "Requests on a new host name got their first token {} sooner than warm ones (95% interval {} to {}): the server's own time varied more than the connection cost",
+                    format::ms(Some(-extra)),
+                    format::ms(Some(-d.high)),
+                    format::ms(Some(-d.low)),
+                )
             };
             format!(
-                "{what}: {} on {} requests verified on a new connection, {} on {} verified on a warm one (medians).{left_out}",
+                "{what}: {} on {} requests verified on a new connection, {} on {} verified on a warm one (medians).{sent} A returning user reconnecting to the same host name pays less: DNS cached, TLS resumed, the preflight cached.{left_out}",
                 format::ms(c.median_fresh_ttft_ms),
                 c.verified_new,
                 format::ms(c.median_warm_ttft_ms),
                 c.verified_warm,
             )
         }
-        (None, why) => format!(
-            "No figure for what a new connection costs: {}.{left_out}",
-            why.unwrap_or("too few verified requests")
+        (_, _, why) => format!(
+            "No figure for what a new host name costs: {}.{sent}{left_out}",
+            why.unwrap_or_else(|| "too few verified requests".into())
         ),
     }
 }

@@ -5,9 +5,10 @@
 use firsttoken_core::connections::{ConnectionLog, Witness};
 use firsttoken_core::outcome::Position;
 use firsttoken_core::plan::{PhasePlan, RunTag, batches};
-use firsttoken_core::schema::{Connection, EngineReport, MAX_RETRY_WAIT_MS};
+use firsttoken_core::schema::{Connection, EngineReport, MAX_RETRY_WAIT_MS, origin_of};
 use firsttoken_core::{Phase, Plan, Sample};
 use futures_util::future::join_all;
+use std::collections::HashSet;
 
 use super::control::{Cancel, Drawn, Visibility};
 use super::features;
@@ -55,6 +56,8 @@ pub async fn run_plan(
         demo: vec![false; plan.targets.len()],
         rotation: vec![0; plan.targets.len()],
         connections: ConnectionLog::default(),
+        origins: HashSet::new(),
+        last_alone: None,
         fresh_base: fresh_base(tag),
         fresh_count: 0,
         bodies: bodies(plan, tag),
@@ -140,6 +143,7 @@ pub async fn run_plan(
             clock_step_ms,
             cross_origin_isolated: features::cross_origin_isolated(),
             unavailable: features::resource_timing_unavailable(&run.samples),
+            client_port_off: run.connections.port_off(0),
         },
     }));
     run.samples
@@ -190,6 +194,12 @@ struct Runner<'a> {
     rotation: Vec<usize>,
     /// The connections the run's requests have used, to tell new ones from reused ones.
     connections: ConnectionLog,
+    /// The origins the run has sent a request to: a new one's first request over
+    /// HTTP/1.1 opens a connection of its own.
+    origins: HashSet<String>,
+    /// The target and URL of the latest request, when it ran alone and not after an idle
+    /// wait: the next request alone to the same URL is back to back with it.
+    last_alone: Option<(u32, String)>,
     fresh_base: u64,
     fresh_count: u64,
     /// Each target's scenario bodies, run tag included.
@@ -298,7 +308,10 @@ impl Runner<'_> {
         m.sample.idle_spent_ms = Some(m.t0 - self.last_end);
         m.sample.idle_timer_late_ms = Some(late);
         m.sample.hidden |= self.context.visibility.hidden_since(visibility);
+        // Idle first: whatever connection it finds, it is not back to back.
+        self.last_alone = None;
         self.keep(vec![m], emit).await;
+        self.last_alone = None;
         true
     }
 
@@ -340,16 +353,25 @@ impl Runner<'_> {
             })
             .collect();
         let timings = timing::read_batch(self.scope, &requested).await;
+        let alone = measured.len() == 1;
         let mut kept = Vec::with_capacity(measured.len());
         let mut retry_after: f64 = 0.0;
         for (m, (conn, server_timing)) in measured.into_iter().zip(timings) {
             let mut sample = m.sample;
+            let url = m.timing_name.clone().unwrap_or_default();
+            let back_to_back =
+                alone && self.last_alone.as_ref() == Some(&(sample.target, url.clone()));
+            let new_origin = origin_of(&url).is_some_and(|o| self.origins.insert(o));
             let new_connection = self.connections.new_connection(Witness {
                 target: sample.target,
                 port: m.client_port,
                 timing_reused: conn.as_ref().and_then(|c| c.reused),
                 preflighted: m.preflighted,
+                new_origin,
+                http1: conn.as_ref().and_then(|c| c.protocol.as_deref()) == Some("http/1.1"),
+                back_to_back,
             });
+            self.last_alone = alone.then_some((sample.target, url));
             sample.conn = match (conn, new_connection) {
                 (Some(conn), new_connection) => Some(Connection {
                     new_connection,

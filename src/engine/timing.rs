@@ -157,6 +157,7 @@ fn read(e: &PerformanceResourceTiming) -> Timing {
         tls_ms: (tls_start > 0.0)
             .then(|| span(tls_start, e.connect_end()))
             .flatten(),
+        sent_ms: (e.request_start() > 0.0).then(|| (e.request_start() - e.start_time()).max(0.0)),
     };
     (Some(conn), server_timing)
 }

@@ -141,6 +141,9 @@ pub struct Fresh {
     /// The fresh URL as sent (its `{n}` filled in).
     pub url: String,
     pub reply: Reply,
+    /// A second fresh host name, asked right after the first: whether the browser
+    /// coalesces the fresh names onto one connection.
+    pub second: Option<(String, Reply)>,
 }
 
 /// Everything the check saw.
@@ -154,6 +157,9 @@ pub struct Observed {
     /// engine's `content-type: application/json` included.
     pub request_headers: Vec<String>,
     pub main: Reply,
+    /// The main request sent again straight after it: whether the client port the target
+    /// reports stays the same on one connection.
+    pub main_again: Option<Reply>,
     pub cors: Cors,
     pub fresh: Option<Fresh>,
     pub probe: Option<Reply>,
@@ -569,6 +575,12 @@ mod tests {
 
     /// What a well-set-up cross-origin target shows.
     fn good() -> Observed {
+        let mut o = observed();
+        o.main_again = Some(o.main.clone());
+        o
+    }
+
+    fn observed() -> Observed {
         Observed {
             page_origin: PAGE.into(),
             dialect: Dialect::OpenaiChat,
@@ -591,6 +603,7 @@ mod tests {
                 body_start: OPENAI.to_vec(),
                 ..Reply::default()
             },
+            main_again: None,
             cors: Cors::Passed,
             fresh: None,
             probe: None,
@@ -628,7 +641,8 @@ mod tests {
                 "usage",
                 "timing_allow_origin",
                 "server_timing",
-                "http_version"
+                "http_version",
+                "client_port"
             ]
         );
         assert!(v.iter().all(|(_, v)| *v == Verdict::Pass), "{v:?}");
@@ -791,8 +805,11 @@ mod tests {
         o.fresh = Some(Fresh {
             url: "https://7.fresh.example.org/v1/chat".into(),
             reply: reply.clone(),
+            second: None,
         });
         // The same client port: HTTP/2 coalesced the new host name onto the connection.
+        reply.conn.as_mut().expect("a connection").protocol = Some("h2".into());
+        o.fresh.as_mut().expect("a fresh request").reply = reply.clone();
         let fresh = line(&o, "fresh");
         assert_eq!(fresh.verdict, Verdict::Fail, "{fresh:?}");
         assert!(fresh.detail.contains("already in use"));
@@ -802,6 +819,7 @@ mod tests {
         // No port, and a preflight hides the connect: cannot be told.
         reply.client_port = None;
         o.main.client_port = None;
+        o.main_again = Some(o.main.clone());
         o.fresh.as_mut().expect("a fresh request").reply = reply.clone();
         assert_eq!(line(&o, "fresh").verdict, Verdict::Warn);
         // Not answering at all.
@@ -812,6 +830,71 @@ mod tests {
         let fresh = line(&o, "fresh");
         assert_eq!(fresh.verdict, Verdict::Fail);
         assert!(fresh.detail.contains("wildcard host name resolves"));
+    }
+
+    /// Two fresh host names on one wildcard certificate: the second rides on the first's
+    /// HTTP/2 connection. One fresh name could not show it.
+    #[test]
+    fn fresh_names_coalesced_onto_one_connection_fail_with_the_fix() {
+        let mut o = good();
+        let fresh_reply = |port: u16| {
+            let mut r = o.main.clone();
+            r.client_port = Some(port);
+            r.conn.as_mut().expect("a connection").protocol = Some("h2".into());
+            r
+        };
+        o.fresh = Some(Fresh {
+            url: "https://7.fresh.example.org/v1/chat".into(),
+            reply: fresh_reply(50_002),
+            second: Some((
+                "https://8.fresh.example.org/v1/chat".into(),
+                fresh_reply(50_002),
+            )),
+        });
+        let fresh = line(&o, "fresh");
+        assert_eq!(fresh.verdict, Verdict::Fail, "{fresh:?}");
+        assert!(fresh.detail.contains("coalesces"), "{fresh:?}");
+        assert!(fresh.detail.contains("8.fresh.example.org"), "{fresh:?}");
+        assert_eq!(fresh.fix.as_deref(), Some("keepalive_requests 2;"));
+        o.fresh.as_mut().expect("fresh").second = Some((
+            "https://8.fresh.example.org/v1/chat".into(),
+            fresh_reply(50_003),
+        ));
+        assert_eq!(line(&o, "fresh").verdict, Verdict::Pass);
+    }
+
+    /// The port a proxy reports is not the browser's: the check says so, and does not
+    /// blame certificates for what the port showed.
+    #[test]
+    fn a_port_that_is_not_the_browsers_is_named() {
+        // uvicorn behind a proxy: port 0.
+        let mut o = good();
+        o.main.client_port = Some(0);
+        o.main_again = Some(o.main.clone());
+        o.fresh = Some(Fresh {
+            url: "https://7.fresh.example.org/v1/chat".into(),
+            reply: o.main.clone(),
+            second: None,
+        });
+        let port = line(&o, "client_port");
+        assert_eq!(port.verdict, Verdict::Warn);
+        assert!(port.detail.contains("port 0"), "{port:?}");
+        let fresh = line(&o, "fresh");
+        assert_ne!(fresh.verdict, Verdict::Fail, "{fresh:?}");
+        assert!(!fresh.detail.contains("certificate"), "{fresh:?}");
+        // nginx without upstream keep-alive: a new port per request.
+        let mut o = good();
+        let mut again = o.main.clone();
+        again.client_port = Some(50_009);
+        o.main_again = Some(again);
+        let port = line(&o, "client_port");
+        assert_eq!(port.verdict, Verdict::Warn);
+        assert!(port.detail.contains("changed"), "{port:?}");
+        assert!(port.fix.is_some_and(|f| f.contains("$remote_port")));
+        // No second request (an older page): no line.
+        let mut o = good();
+        o.main_again = None;
+        assert!(checklist(&o).iter().all(|l| l.key != "client_port"));
     }
 
     #[test]

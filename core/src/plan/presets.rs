@@ -25,7 +25,9 @@ impl Plan {
     }
 
     /// What a beta user can finish in about a minute against a typical chat endpoint: a
-    /// few probes (when the target has a probe URL), a warm-up, 10 steady, 5 fresh (when
+    /// few probes (when the target has a probe URL), two warm-up requests (the second,
+    /// straight after the first, shows whether a client port the target reports is the
+    /// browser's), 10 steady, 5 fresh (when
     /// the target has a fresh URL), concurrency 1 and 3, and one request after 15 s idle.
     pub fn quick(target: TargetPlan) -> Self {
         let mut phases = Vec::new();
@@ -33,7 +35,7 @@ impl Plan {
             phases.push(PhasePlan::Probe { requests: 3 });
         }
         phases.extend([
-            PhasePlan::Warmup { requests: 1 },
+            PhasePlan::Warmup { requests: 2 },
             PhasePlan::Steady { requests: 10 },
         ]);
         if target.fresh_url.is_some() {

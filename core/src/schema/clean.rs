@@ -63,7 +63,12 @@ impl Sample {
             drop_time(value);
         }
         if let Some(conn) = &mut self.conn {
-            for value in [&mut conn.dns_ms, &mut conn.connect_ms, &mut conn.tls_ms] {
+            for value in [
+                &mut conn.dns_ms,
+                &mut conn.connect_ms,
+                &mut conn.tls_ms,
+                &mut conn.sent_ms,
+            ] {
                 drop_time(value);
             }
             if conn.protocol.as_deref().is_some_and(|p| !is_protocol(p)) {
@@ -161,9 +166,14 @@ impl Sample {
         }
         self.itl_ms.iter_mut().for_each(round);
         if let Some(conn) = &mut self.conn {
-            for v in [&mut conn.dns_ms, &mut conn.connect_ms, &mut conn.tls_ms]
-                .into_iter()
-                .flatten()
+            for v in [
+                &mut conn.dns_ms,
+                &mut conn.connect_ms,
+                &mut conn.tls_ms,
+                &mut conn.sent_ms,
+            ]
+            .into_iter()
+            .flatten()
             {
                 round(v);
             }

@@ -10,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::connections::PortOff;
 use crate::dialect::{Dialect, Timings, Usage};
 use crate::plan::{Phase, RecordedPlan};
 
@@ -116,6 +117,12 @@ pub struct EngineReport {
     /// of [`Unavailable::ALL`], each at most once.
     #[serde(default)]
     pub unavailable: Vec<Unavailable>,
+    /// Why the client port the main target reported was not used to tell new connections
+    /// from reused ones (it was not the browser's: see [`crate::connections`]); `None`
+    /// when it was used, when it never proved itself, or when none was reported.
+    // Left out when unknown, so a record made before this field hashes as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_port_off: Option<PortOff>,
 }
 
 /// A part of the web platform the page uses and a browser may lack.
@@ -430,6 +437,13 @@ pub struct Connection {
     pub connect_ms: Option<f64>,
     /// The TLS part of the connection setup.
     pub tls_ms: Option<f64>,
+    /// From `fetch()` to the moment the browser sent the request (Resource Timing's
+    /// `requestStart − startTime`): a DNS lookup, a connection and its TLS handshake, and
+    /// a CORS preflight, whichever went before it. Near zero on a warm connection with the
+    /// preflight cached. `None` without detail.
+    // Left out when unknown, so a record made before this field hashes as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_ms: Option<f64>,
 }
 
 /// One `Server-Timing` entry: `db;dur=53;desc="query"`.

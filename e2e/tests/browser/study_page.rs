@@ -233,10 +233,16 @@ async fn quick_protocol(viewport: Viewport) -> anyhow::Result<()> {
         .await?
         .text()
         .await?;
+    // On loopback a new host name costs a millisecond or two, next to the demo's spread:
+    // either a figure from all five fresh requests, or none because its interval holds 0.
     assert!(
-        connection.starts_with("A new connection added")
-            && connection.contains("on 5 requests verified on a new connection"),
-        "the demo reports the client port, so every fresh request is verified: {connection}"
+        (connection
+            .starts_with("A new host name (DNS lookup, connection, TLS and the CORS preflight")
+            && connection.contains("on 5 requests verified on a new connection"))
+            || connection.starts_with(
+                "No figure for what a new host name costs: the difference cannot be told from zero"
+            ),
+        "every fresh request is verified (a new origin over HTTP/1.1): {connection}"
     );
     let cold = driver
         .find(By::Css("[data-testid=cold-reading]"))
