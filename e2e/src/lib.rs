@@ -22,6 +22,9 @@ use tokio::task::JoinHandle;
 #[cfg(feature = "browser")]
 pub mod browser;
 pub mod endpoint;
+pub mod link;
+#[cfg(feature = "browser")]
+pub mod target;
 #[cfg(feature = "browser")]
 pub mod tls;
 

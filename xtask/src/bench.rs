@@ -9,7 +9,7 @@ use crate::tools;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Run only these: first_load, engine_bias, fetch_options (the app in headless
+    /// Run only these: first_load, engine_bias, field, fetch_options (the app in headless
     /// Chromium), page_floor (the page's size floor), load, ingest_cost, attack (the
     /// collector)
     only: Vec<String>,
@@ -17,12 +17,16 @@ pub struct Args {
 
 /// The benchmarks in the browser are examples of the e2e crate: the real server, the
 /// built app and headless Chromium.
-const IN_BROWSER: [(&str, &str); 3] = [
+const IN_BROWSER: [(&str, &str); 4] = [
     (
         "first_load",
         "a first visit to a share link: weight, and load time on emulated cellular",
     ),
     ("engine_bias", "the engine's bias on loopback"),
+    (
+        "field",
+        "every figure on emulated links (fiber, 4G, poor cellular; HTTP/1.1 and HTTP/2 over TLS 1.3)",
+    ),
     (
         "fetch_options",
         "what the engine's fetch() options and its pause between batches cost a JS reader",

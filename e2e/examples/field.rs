@@ -1,0 +1,394 @@
+//! The figures on emulated real links (`cargo xtask bench field`): for each link profile
+//! and protocol, the demo target served over TLS 1.3 by [`FieldTarget`] (a certificate
+//! from a test authority that Chromium trusts by its key, a wildcard for the fresh host
+//! names) behind the link emulator [`Link`], and headless Chromium in front. In one
+//! browser, first a plain JavaScript reader measures (probes, two warm-up requests, warm
+//! requests, then requests to fresh host names), then the app runs the same protocol as a
+//! beta user would, and its stored record is read as the page reads it
+//! ([`RunReport::of`]). Each figure is printed beside the reader's and the emulator's own
+//! truth:
+//!
+//! - warm TTFT and total time (medians): the engine against the reader; the truth is the
+//!   demo's own time to its first token (its clock, in the stream) plus one round trip;
+//! - a new host name's cost: the page's figure (median fresh − median warm TTFT, with its
+//!   interval, or the reason it gives none) and the time before the request left
+//!   (`sent_ms`), against the reader's, and against the truth of TLS 1.3 on this link: a
+//!   TCP handshake, a TLS handshake and the CORS preflight, one round trip each (DNS is
+//!   not emulated: the browser maps `*.test` to 127.0.0.1);
+//! - the connections the fresh requests opened: verified new by the engine, against the
+//!   connections the link accepted meanwhile;
+//! - the probe round trip: the engine's median of warm probes against the link's RTT.
+//!
+//! `FIRSTTOKEN_FIELD_PROFILES` (comma-separated: fiber, cable, 4g, poor-cellular,
+//! satellite; default fiber,4g,poor-cellular), `FIRSTTOKEN_FIELD_PROTOCOLS` (h1, h2;
+//! default both), `FIRSTTOKEN_FIELD_WARM` (warm requests, default 10) and
+//! `FIRSTTOKEN_FIELD_FRESH` (fresh requests, default 5) choose the cases.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use firsttoken_core::Run;
+use firsttoken_core::plan::{PhasePlan, Plan};
+use firsttoken_core::report::RunReport;
+use firsttoken_core::share::Study;
+use firsttoken_core::stats::median;
+use firsttoken_e2e::browser::{Browser, DESKTOP};
+use firsttoken_e2e::link::{Link, Profile};
+use firsttoken_e2e::target::{FieldTarget, TargetConfig, TlsVersion};
+use firsttoken_e2e::{TestServer, bench_setting};
+use serde_json::{Value, json};
+
+/// The demo's knobs: a model that answers its first token after 300 ms, then 20 tokens
+/// 20 ms apart.
+const KNOBS: &str = "first_token_ms=300&itl_ms=20&tokens=20";
+const BODY: &str =
+    r#"{"model":"demo","stream":true,"messages":[{"role":"user","content":"Hello?"}]}"#;
+
+/// The plain JavaScript reader: probes (GET, no headers), two warm-up requests, `warm`
+/// warm requests, then `fresh` requests each to a new host name, all one at a time, as
+/// the engine's plan sends them. Each streamed request gives its TTFT (the first event
+/// with answer text) and total time, and for fresh requests Resource Timing's
+/// `requestStart − startTime`.
+const READER: &str = r#"
+const [url, freshTemplate, probeUrl, probes, warm, fresh, body, done] = arguments;
+async function one(u) {
+  const t0 = performance.now();
+  const response = await fetch(u, {method: 'POST', headers: {'content-type': 'application/json'}, body});
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '', ttft = null;
+  for (;;) {
+    const {done: end, value} = await reader.read();
+    const t = performance.now() - t0;
+    if (end) return {ttft, total: t};
+    buffer += decoder.decode(value, {stream: true});
+    let cut;
+    while ((cut = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      if (!event.startsWith('data: ') || event === 'data: [DONE]') continue;
+      const data = JSON.parse(event.slice(6));
+      const content = data.choices && data.choices[0] && data.choices[0].delta && data.choices[0].delta.content;
+      if (ttft === null && content) ttft = t;
+    }
+  }
+}
+async function probe() {
+  const t0 = performance.now();
+  const response = await fetch(probeUrl, {cache: 'no-store'});
+  const t = performance.now() - t0;
+  await response.arrayBuffer();
+  return t;
+}
+(async () => {
+  try {
+    performance.setResourceTimingBufferSize(2000);
+    const p = [];
+    for (let i = 0; i < probes; i++) p.push(await probe());
+    for (let i = 0; i < 2; i++) await one(url);
+    const w = [];
+    for (let i = 0; i < warm; i++) w.push(await one(url));
+    const f = [];
+    for (let i = 1; i <= fresh; i++) {
+      const u = freshTemplate.replace('{n}', String(i));
+      const m = await one(u);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const e = performance.getEntriesByName(u).pop();
+      m.sent = e && e.requestStart > 0 ? e.requestStart - e.startTime : null;
+      f.push(m);
+    }
+    done({probes: p, warm: w, fresh: f});
+  } catch (e) {
+    done({error: String(e)});
+  }
+})();
+"#;
+
+/// One case's figures, three ways.
+struct Case {
+    profile: Profile,
+    protocol: &'static str,
+    rows: Vec<Row>,
+}
+
+/// One figure: the engine's (what the page shows), the reader's, and the truth.
+struct Row {
+    figure: &'static str,
+    engine: String,
+    reader: String,
+    truth: String,
+    difference: String,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let profiles = bench_setting(
+        "FIRSTTOKEN_FIELD_PROFILES",
+        vec![Profile::FIBER, Profile::FOURG, Profile::POOR_CELLULAR],
+        |text| {
+            text.split(',')
+                .map(|name| {
+                    Profile::by_name(name.trim()).with_context(|| format!("no profile {name:?}"))
+                })
+                .collect()
+        },
+    )?;
+    let protocols = bench_setting("FIRSTTOKEN_FIELD_PROTOCOLS", vec!["h1", "h2"], |text| {
+        text.split(',')
+            .map(|p| match p.trim() {
+                "h1" => Ok("h1"),
+                "h2" => Ok("h2"),
+                other => bail!("no protocol {other:?}: h1 or h2"),
+            })
+            .collect()
+    })?;
+    let warm = bench_setting("FIRSTTOKEN_FIELD_WARM", 10u32, |t| Ok(t.parse()?))?;
+    let fresh = bench_setting("FIRSTTOKEN_FIELD_FRESH", 5u32, |t| Ok(t.parse()?))?;
+    let server = TestServer::start().await?;
+    let mut cases = Vec::new();
+    for profile in &profiles {
+        for protocol in &protocols {
+            println!("  {} over {protocol} …", profile.label());
+            cases.push(one_case(&server, *profile, protocol, warm, fresh).await?);
+        }
+    }
+    print_tables(&cases);
+    Ok(())
+}
+
+async fn one_case(
+    server: &TestServer,
+    profile: Profile,
+    protocol: &'static str,
+    warm: u32,
+    fresh: u32,
+) -> anyhow::Result<Case> {
+    let target = FieldTarget::start(
+        server.state(),
+        TargetConfig {
+            tls: Some(TlsVersion::Tls13),
+            http2: protocol == "h2",
+            ..TargetConfig::default()
+        },
+    )
+    .await?;
+    let link = Link::start(target.address(), profile).await?;
+    let port = link.address().port();
+    let path = format!("/v1/chat/completions?{KNOBS}");
+    let url = format!("https://target.test:{port}{path}");
+    let fresh_url = format!("https://{{n}}.fresh.test:{port}{path}");
+    let probe_url = format!("https://target.test:{port}/api/v1/ping");
+    let flags = [target.spki_flag(), FieldTarget::resolver_flag("*.test")];
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let browser = Browser::start_with(DESKTOP, &flags).await?;
+    let driver = &browser.driver;
+
+    // The reader, on the app's origin, so its requests are cross-origin as the engine's.
+    driver.goto(server.url("/")).await?;
+    let reader = driver
+        .execute_async(
+            READER,
+            vec![
+                json!(url),
+                json!(fresh_url.replace("{n}", "r{n}")),
+                json!(probe_url),
+                json!(5),
+                json!(warm),
+                json!(fresh),
+                json!(BODY),
+            ],
+        )
+        .await?
+        .json()
+        .clone();
+    if let Some(error) = reader.get("error") {
+        bail!("the JavaScript reader failed: {error}");
+    }
+    let times = |list: &str, key: &str| -> Vec<f64> {
+        reader[list]
+            .as_array()
+            .map(|a| a.iter().filter_map(|m| m[key].as_f64()).collect())
+            .unwrap_or_default()
+    };
+    let reader_probes: Vec<f64> = reader["probes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default();
+
+    // The engine, as a beta user runs it.
+    let mut demo = server.demo_target(KNOBS);
+    demo.url = url.clone();
+    demo.fresh_url = Some(fresh_url.clone());
+    demo.probe_url = Some(probe_url.clone());
+    let mut plan = Plan::steady(demo, warm);
+    plan.phases = vec![
+        PhasePlan::Probe { requests: 5 },
+        PhasePlan::Warmup { requests: 2 },
+        PhasePlan::Steady { requests: warm },
+        PhasePlan::Fresh { requests: fresh },
+    ];
+    plan.timeout_ms = 60_000;
+    let study = Study {
+        title: "Field".into(),
+        plan,
+        collector: None,
+        carries_token: false,
+        study_id: None,
+    };
+    driver.goto("about:blank").await?;
+    driver.goto(server.link(&study)).await?;
+    browser
+        .wait_for_count("[data-testid=start-button]", 1, Duration::from_secs(30))
+        .await?;
+    let runs_before = server.db.run_ids().await?.len();
+    let connections_before = link.connections();
+    browser.consent_and_start().await?;
+    browser
+        .wait_for_text_quietly("[data-testid=run-status]", "Finished")
+        .await?;
+    browser
+        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
+        .await?;
+    let connections_in_run = link.connections() - connections_before;
+    let ids = server.db.run_ids().await?;
+    anyhow::ensure!(ids.len() == runs_before + 1, "the run was not stored");
+    let record = server
+        .db
+        .run_record(ids.last().context("a run")?)
+        .await?
+        .context("stored")?;
+    let run: Run = serde_json::from_str(&record)?;
+    let report = RunReport::of(&run);
+    browser.quit().await?;
+
+    let rtt = profile.rtt_ms;
+    let steady: Vec<&firsttoken_core::Sample> = run
+        .samples
+        .iter()
+        .filter(|s| s.phase == firsttoken_core::Phase::Steady && s.error.is_none())
+        .collect();
+    let engine_ttft = median(&steady.iter().filter_map(|s| s.ttft_ms).collect::<Vec<_>>());
+    let engine_total = median(&steady.iter().filter_map(|s| s.e2e_ms).collect::<Vec<_>>());
+    let server_first = median(
+        &steady
+            .iter()
+            .filter_map(|s| {
+                s.stream_timings
+                    .as_ref()?
+                    .get("first_token_written_ms")
+                    .copied()
+            })
+            .collect::<Vec<_>>(),
+    );
+    let reader_ttft = median(&times("warm", "ttft"));
+    let reader_total = median(&times("warm", "total"));
+    let reader_fresh = median(&times("fresh", "ttft"));
+    let reader_sent = median(&times("fresh", "sent"));
+    let connection = report.connection.context("a fresh phase")?;
+    let new_name_truth = 3.0 * rtt;
+    let mut rows = vec![
+        Row {
+            figure: "warm TTFT, median",
+            engine: ms(engine_ttft),
+            reader: ms(reader_ttft),
+            truth: server_first.map_or("—".into(), |s| {
+                format!("{:.1} (server {s:.1} + RTT)", s + rtt)
+            }),
+            difference: diff(engine_ttft, reader_ttft),
+        },
+        Row {
+            figure: "warm total time, median",
+            engine: ms(engine_total),
+            reader: ms(reader_total),
+            truth: "—".into(),
+            difference: diff(engine_total, reader_total),
+        },
+    ];
+    rows.push(Row {
+        figure: "new host name: fresh − warm TTFT",
+        engine: match (connection.difference, connection.extra_ms()) {
+            (Some(d), Some(v)) => format!("{v:.1} [{:.1}, {:.1}]", d.low, d.high),
+            (Some(d), None) => format!("none: [{:.1}, {:.1}] holds 0", d.low, d.high),
+            (None, _) => format!(
+                "none: {}",
+                connection
+                    .missing()
+                    .unwrap_or_default()
+                    .chars()
+                    .take(60)
+                    .collect::<String>()
+            ),
+        },
+        reader: ms(reader_fresh.zip(reader_ttft).map(|(f, w)| f - w)),
+        truth: format!("{new_name_truth:.1} (TCP + TLS 1.3 + preflight)"),
+        difference: diff(connection.extra_ms(), Some(new_name_truth)),
+    });
+    rows.push(Row {
+        figure: "new host name: before the request left (sent_ms)",
+        engine: ms(connection.extra_sent_ms()),
+        reader: ms(reader_sent),
+        truth: format!("{new_name_truth:.1}"),
+        difference: diff(connection.extra_sent_ms(), Some(new_name_truth)),
+    });
+    rows.push(Row {
+        figure: "fresh requests verified new / connections the link saw",
+        engine: format!(
+            "{} of {} ({} reused, {} unverified)",
+            connection.verified_new,
+            connection.fresh_requests,
+            connection.reused,
+            connection.unverifiable
+        ),
+        reader: "—".into(),
+        truth: format!("{connections_in_run} accepted in the whole run"),
+        difference: "—".into(),
+    });
+    let probe = report
+        .probes
+        .as_ref()
+        .and_then(|p| p.rtt.as_ref())
+        .map(|d| d.p50.value);
+    // The reader's first probe opened the connection.
+    let reader_probe = median(reader_probes.get(1..).unwrap_or_default());
+    rows.push(Row {
+        figure: "probe round trip, median of warm probes",
+        engine: ms(probe),
+        reader: ms(reader_probe),
+        truth: format!("{rtt:.1} (RTT) + handler"),
+        difference: diff(probe, Some(rtt)),
+    });
+    Ok(Case {
+        profile,
+        protocol,
+        rows,
+    })
+}
+
+fn ms(value: Option<f64>) -> String {
+    value.map_or("—".into(), |v| format!("{v:.1}"))
+}
+
+fn diff(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{:+.1}", a - b),
+        _ => "—".into(),
+    }
+}
+
+fn print_tables(cases: &[Case]) {
+    for case in cases {
+        println!(
+            "\n{} over {} (TLS 1.3), ms:\n",
+            case.profile.label(),
+            case.protocol
+        );
+        println!("| figure | firsttoken | JS reader | emulator truth | firsttoken − reference |");
+        println!("| --- | --- | --- | --- | --- |");
+        for row in &case.rows {
+            println!(
+                "| {} | {} | {} | {} | {} |",
+                row.figure, row.engine, row.reader, row.truth, row.difference
+            );
+        }
+    }
+}
