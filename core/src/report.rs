@@ -101,6 +101,13 @@ impl ConnectionCost {
                  client's port (X-Firsttoken-Client-Port), and a cross-origin request with a JSON body opens its \
                  connection in the CORS preflight, out of Resource Timing's sight{port}"
             ))
+        } else if self.verified_new == 0 && self.reused > 0 && self.unverifiable == 0 {
+            Some(format!(
+                "no fresh request ran on a new connection: the browser put every fresh host name on a connection \
+                 already open (HTTP/2 coalescing: the names share an address and a certificate), so each paid only \
+                 a new origin's CORS preflight. Close each connection on the fresh host names after its preflight \
+                 and request (nginx: keepalive_requests 2 in their server block), or serve them from another address{port}"
+            ))
         } else if self.verified_new == 0 {
             Some(format!("no fresh request ran on a new connection{port}"))
         } else if self.median_fresh_ttft_ms.is_none() {
@@ -130,6 +137,14 @@ pub struct ColdStart {
     pub idle_timer_late_ms: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub error: Option<String>,
+    /// Whether it ran on a new connection (`None`: cannot be told): after an idle wait a
+    /// server's keep-alive timeout may have closed the connection, so the request pays a
+    /// TCP and TLS handshake (and, past the preflight's max-age, a CORS preflight) that
+    /// is no part of a server's cold start.
+    pub new_connection: Option<bool>,
+    /// What the browser spent before the request left (`conn.sent_ms`): the reconnect and
+    /// preflight, when there was one.
+    pub sent_ms: Option<f64>,
 }
 
 /// The main target's TTFT over another target's, paired round by round.
@@ -197,6 +212,35 @@ fn new_connection(s: &Sample) -> Option<bool> {
     s.conn.as_ref().and_then(|c| c.new_connection)
 }
 
+/// The network round trip from the run's probes, if it had any.
+fn probe_round_trip(run: &Run) -> Option<ProbeRoundTrip> {
+    let probes: Vec<&Sample> = run
+        .samples
+        .iter()
+        .filter(|s| s.phase == Phase::Probe && s.target == 0)
+        .collect();
+    if probes.is_empty() {
+        return None;
+    }
+    // Warm: verified on a reused connection, or, where that cannot be told, any but the
+    // first (which opened the connection).
+    let warm = |(i, s): &(usize, &&Sample)| match new_connection(s) {
+        Some(new) => !new,
+        None => *i > 0,
+    };
+    let warm_rtt: Vec<f64> = probes
+        .iter()
+        .enumerate()
+        .filter(warm)
+        .filter(|(_, s)| s.error.is_none())
+        .filter_map(|(_, s)| s.headers_ms)
+        .collect();
+    Some(ProbeRoundTrip {
+        rtt: stats::distribution(&warm_rtt, BOOTSTRAP_SEED),
+        cold_probes: probes.iter().enumerate().filter(|p| !warm(p)).count(),
+    })
+}
+
 impl RunReport {
     /// Reads `run`. Warm-up requests count nowhere; probes only as round trips; cold
     /// requests only as single values.
@@ -247,8 +291,13 @@ impl RunReport {
                 (k, batches.into_values().collect())
             })
             .collect();
+        // The network's round trip, from the warm probes, is taken out of each first token
+        // before levels are compared: it is not queued behind other requests.
+        let floor = probe_round_trip(run)
+            .and_then(|p| p.rtt)
+            .map_or(0.0, |d| d.p50.value);
         report.degradation =
-            stats::concurrency_degradation(&by_level, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+            stats::concurrency_degradation(&by_level, floor, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
         for &k in &levels {
             let mut classes: Vec<&str> = concurrency
                 .iter()
@@ -311,6 +360,8 @@ impl RunReport {
                 idle_timer_late_ms: s.idle_timer_late_ms,
                 ttft_ms: s.ttft_ms.filter(|_| s.error.is_none()),
                 error: s.error.map(|e| e.name().to_owned()),
+                new_connection: new_connection(s),
+                sent_ms: s.conn.as_ref().and_then(|c| c.sent_ms),
             })
             .collect();
 
@@ -344,26 +395,7 @@ impl RunReport {
             }
         }
 
-        let probes = of(Phase::Probe, 0);
-        if !probes.is_empty() {
-            // Warm: verified on a reused connection, or, where that cannot be told, any
-            // but the first (which opened the connection).
-            let warm = |(i, s): &(usize, &&Sample)| match new_connection(s) {
-                Some(new) => !new,
-                None => *i > 0,
-            };
-            let warm_rtt: Vec<f64> = probes
-                .iter()
-                .enumerate()
-                .filter(warm)
-                .filter(|(_, s)| s.error.is_none())
-                .filter_map(|(_, s)| s.headers_ms)
-                .collect();
-            report.probes = Some(ProbeRoundTrip {
-                rtt: stats::distribution(&warm_rtt, BOOTSTRAP_SEED),
-                cold_probes: probes.iter().enumerate().filter(|p| !warm(p)).count(),
-            });
-        }
+        report.probes = probe_round_trip(run);
         report
     }
 }
@@ -486,7 +518,9 @@ mod tests {
                 hidden: false,
                 idle_timer_late_ms: None,
                 ttft_ms: Some(2500.0),
-                error: None
+                error: None,
+                new_connection: None,
+                sent_ms: None,
             }
         );
         assert_eq!(report.cold[1].error.as_deref(), Some("timeout"));
@@ -515,9 +549,12 @@ mod tests {
             .expect("a fresh phase");
         assert_eq!((c.verified_new, c.reused), (0, 5));
         assert_eq!(c.extra_ms(), None);
-        assert_eq!(
-            c.missing().as_deref(),
-            Some("no fresh request ran on a new connection")
+        let why = c.missing().expect("a reason");
+        assert!(
+            why.starts_with(
+                "no fresh request ran on a new connection: the browser put every fresh host name"
+            ) && why.contains("keepalive_requests 2"),
+            "coalescing is named, with the fix: {why}"
         );
         // None could be told either way.
         for s in samples.iter_mut().filter(|s| s.phase == Phase::Fresh) {

@@ -503,6 +503,11 @@ pub struct LevelDegradation {
     pub ratio: Option<Estimate>,
     /// What a server that handles one request at a time would give: (k + 1) / 2.
     pub serial_model: f64,
+    /// The network's part of every first token, taken out of each before the ratio is
+    /// worked out (the warm probes' median round trip; 0 without probes). A network round
+    /// trip is not queued behind other requests: left in, it dilutes the ratio, and a
+    /// one-at-a-time server behind a 300 ms link read as "partly" serial.
+    pub network_floor_ms: f64,
 }
 
 /// A failed request in a concurrency level: slower than any answer.
@@ -569,20 +574,43 @@ fn pooled_median(batches: &[Vec<f64>]) -> Option<f64> {
 /// of those ratios. Levels without requests are left out.
 pub fn concurrency_degradation(
     levels: &[(u32, Vec<Vec<Option<f64>>>)],
+    network_floor_ms: f64,
     resamples: usize,
     seed: u64,
 ) -> Vec<LevelDegradation> {
+    // The floor may not take a level-1 first token to zero or below: what is left must be
+    // the server's. A floor that would is not used.
+    let level_1_min = levels
+        .iter()
+        .filter(|(k, _)| *k == 1)
+        .flat_map(|(_, batches)| batches.iter().flatten().flatten())
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    let floor =
+        if network_floor_ms.is_finite() && network_floor_ms > 0.0 && network_floor_ms < level_1_min
+        {
+            network_floor_ms
+        } else {
+            0.0
+        };
+    let server_part = |batches: &[Vec<f64>]| -> Vec<Vec<f64>> {
+        batches
+            .iter()
+            .map(|b| b.iter().map(|v| v - floor).collect())
+            .collect()
+    };
     let base = levels
         .iter()
         .find(|(k, _)| *k == 1)
-        .map(|(_, batches)| with_failures(batches))
+        .map(|(_, batches)| server_part(&with_failures(batches)))
         .filter(|b| pooled_median(b).is_some_and(|m| m.is_finite() && m > 0.0));
     let mut out: Vec<LevelDegradation> = levels
         .iter()
         .map(|(k, batches)| (*k, with_failures(batches)))
         .filter(|(_, batches)| !batches.is_empty())
-        .map(|(k, batches)| {
-            let median = pooled_median(&batches).unwrap_or(FAILED);
+        .map(|(k, all_of_it)| {
+            let median = pooled_median(&all_of_it).unwrap_or(FAILED);
+            let batches = server_part(&all_of_it);
             let ratio = base.as_ref().filter(|_| k != 1).map(|base| {
                 let mut rng = SplitMix64::new(seed);
                 let mut ratios: Vec<f64> = (0..resamples)
@@ -593,7 +621,10 @@ pub fn concurrency_degradation(
                     .collect();
                 ratios.sort_by(f64::total_cmp);
                 Estimate {
-                    value: ratio_of(median, pooled_median(base).unwrap_or(FAILED)),
+                    value: ratio_of(
+                        pooled_median(&batches).unwrap_or(FAILED),
+                        pooled_median(base).unwrap_or(FAILED),
+                    ),
                     low: percentile_with_failures(&ratios, 2.5),
                     high: percentile_with_failures(&ratios, 97.5),
                 }
@@ -607,6 +638,7 @@ pub fn concurrency_degradation(
                 median_ttft_ms: median.is_finite().then_some(median),
                 ratio,
                 serial_model: (f64::from(k) + 1.0) / 2.0,
+                network_floor_ms: floor,
             }
         })
         .collect();
@@ -811,7 +843,7 @@ mod tests {
     }
 
     fn degradation(levels: &[(u32, Vec<Vec<Option<f64>>>)]) -> Vec<LevelDegradation> {
-        concurrency_degradation(levels, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED)
+        concurrency_degradation(levels, 0.0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED)
     }
 
     #[test]
@@ -970,5 +1002,39 @@ mod tests {
             .map(|i| if i < 20 { 100.0 } else { 200.0 } + i as f64)
             .collect();
         assert!(dependence_inflation(&blocks, 50.0) > 5.0);
+    }
+
+    /// A strictly one-at-a-time server (600 ms of its own per request) behind a 300 ms
+    /// round trip: first tokens at 900, then 900 / 1,500 / 2,100 for a batch of 3. With
+    /// the network left in, the ratio reads 1.67× against the serial model's 2×; with the
+    /// warm probes' round trip taken out, exactly 2×, and the verdict is "one at a time".
+    #[test]
+    fn the_networks_round_trip_does_not_dilute_the_serial_reading() {
+        let level_1: Vec<Vec<Option<f64>>> =
+            (0..4).map(|i| vec![Some(900.0 + f64::from(i))]).collect();
+        let level_3: Vec<Vec<Option<f64>>> = (0..4)
+            .map(|i| {
+                let j = f64::from(i);
+                vec![Some(900.0 + j), Some(1_500.0 + j), Some(2_100.0 + j)]
+            })
+            .collect();
+        let levels = vec![(1, level_1), (3, level_3)];
+        let diluted = concurrency_degradation(&levels, 0.0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        let ratio = diluted[1].ratio.expect("a ratio").value;
+        assert!((ratio - 1_501.5 / 901.5).abs() < 1e-9, "{ratio}");
+        assert_ne!(diluted[1].reading(), Some(Concurrency::Serial));
+        let floored = concurrency_degradation(&levels, 300.0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        let ratio = floored[1].ratio.expect("a ratio").value;
+        assert!((ratio - 1_201.5 / 601.5).abs() < 1e-9, "{ratio}");
+        assert_eq!(floored[1].reading(), Some(Concurrency::Serial));
+        assert_eq!(
+            floored[1].median_ttft_ms,
+            Some(1_501.5),
+            "the median shown is the first token's"
+        );
+        assert_eq!(floored[1].network_floor_ms, 300.0);
+        // A floor as large as a first token is not used.
+        let too_big = concurrency_degradation(&levels, 950.0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+        assert_eq!(too_big[1].network_floor_ms, 0.0);
     }
 }

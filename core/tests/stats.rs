@@ -112,7 +112,7 @@ fn degradation_matches_the_reference() {
             ],
         ),
     ];
-    let d = concurrency_degradation(&levels, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
+    let d = concurrency_degradation(&levels, 0.0, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED);
     assert_eq!(
         (d[0].level, d[0].median_ttft_ms, d[0].ratio),
         (1, Some(302.5), None)

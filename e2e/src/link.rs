@@ -210,6 +210,11 @@ pub struct ConnectionLog {
     /// Each write to the client: when it finished, and how many bytes; the first
     /// [`MAX_DELIVERIES_LOGGED`] only.
     pub deliveries_down: Vec<(Instant, usize)>,
+    /// Each read from the client: when the client's bytes reached the link (the moment
+    /// they left the client, on loopback), and how many; the first
+    /// [`MAX_DELIVERIES_LOGGED`] only. Their bursts are the client's flights: a TLS
+    /// ClientHello, then its Finished with the first request, then the next request.
+    pub arrivals_up: Vec<(Instant, usize)>,
     /// Why the connection ended with an error, if it did (the target refused, a side
     /// reset, ...).
     pub error: Option<String>,
@@ -329,6 +334,7 @@ async fn accept_loop(listener: TcpListener, target: SocketAddr, profile: Profile
                             down_bytes: 0,
                             closed: None,
                             deliveries_down: Vec::new(),
+                            arrivals_up: Vec::new(),
                             error: None,
                         });
                         id
@@ -360,6 +366,14 @@ impl Recorder {
         if let Some(entry) = lock(&self.log).get_mut(self.index) {
             change(entry);
         }
+    }
+
+    fn arrived_up(&self, at: Instant, bytes: usize) {
+        self.update(|entry| {
+            if entry.arrivals_up.len() < MAX_DELIVERIES_LOGGED {
+                entry.arrivals_up.push((at, bytes));
+            }
+        });
     }
 
     fn delivered(&self, direction: Direction, at: Instant, bytes: usize) {
@@ -457,9 +471,9 @@ async fn pump(
     let (up_tx, up_rx) = mpsc::channel(QUEUE_CHUNKS);
     let (down_tx, down_rx) = mpsc::channel(QUEUE_CHUNKS);
     tokio::try_join!(
-        read_side(client_read, up_tx, up_clock, Direction::Up),
+        read_side(client_read, up_tx, up_clock, Direction::Up, record),
         write_side(server_write, up_rx, Direction::Up, record),
-        read_side(server_read, down_tx, down_clock, Direction::Down),
+        read_side(server_read, down_tx, down_clock, Direction::Down, record),
         write_side(client_write, down_rx, Direction::Down, record),
     )?;
     Ok(())
@@ -479,6 +493,7 @@ async fn read_side(
     queue: mpsc::Sender<Chunk>,
     mut clock: Clock,
     direction: Direction,
+    record: &Recorder,
 ) -> anyhow::Result<()> {
     let mut buffer = vec![0u8; CHUNK_BYTES];
     loop {
@@ -489,7 +504,11 @@ async fn read_side(
         if n == 0 {
             return Ok(());
         }
-        let deliver_at = clock.schedule(Instant::now(), n);
+        let arrived = Instant::now();
+        if direction == Direction::Up {
+            record.arrived_up(arrived, n);
+        }
+        let deliver_at = clock.schedule(arrived, n);
         let chunk = Chunk {
             deliver_at,
             bytes: buffer[..n].to_vec(),

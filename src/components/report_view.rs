@@ -97,30 +97,43 @@ pub fn concurrency_reading(report: &RunReport) -> Option<String> {
         ));
     }
     let ratio = d.ratio?;
+    let what = if d.network_floor_ms > 0.0 {
+        "the server's part of the first token"
+    } else {
+        "the first token"
+    };
     let sentence = match d.reading()? {
         Concurrency::Serial => format!(
-            "Your server appears to handle requests one at a time: with {k} at once, the first token took {}, about what a one-at-a-time server gives ({model}).",
+            "Your server appears to handle requests one at a time: with {k} at once, {what} took {}, about what a one-at-a-time server gives ({model}).",
             ratio_words(&ratio)
         ),
         Concurrency::Partial => format!(
-            "Your server slows down when requests arrive together: with {k} at once, the first token took {}, less than a one-at-a-time server would ({model}).",
+            "Your server slows down when requests arrive together: with {k} at once, {what} took {}, less than a one-at-a-time server would ({model}).",
             ratio_words(&ratio)
         ),
         Concurrency::Parallel => format!(
-            "Your server handles simultaneous requests side by side: with {k} at once, the first token took {} (one at a time would be {model}).",
+            "Your server handles simultaneous requests side by side: with {k} at once, {what} took {} (one at a time would be {model}).",
             ratio_words(&ratio)
         ),
         Concurrency::Undecided if d.batches < MIN_BATCHES_FOR_READING => format!(
-            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {} as long as alone, but from only {}; at least {MIN_BATCHES_FOR_READING} are needed.",
+            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, {what} took {} as long as alone, but from only {}; at least {MIN_BATCHES_FOR_READING} are needed.",
             times(ratio.value),
             batches_words(d.batches)
         ),
         Concurrency::Undecided => format!(
-            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, the first token took {}, which fits both side by side (1×) and one at a time ({model}).",
+            "Not enough requests to tell how your server handles simultaneous requests: with {k} at once, {what} took {}, which fits both side by side (1×) and one at a time ({model}).",
             ratio_words(&ratio)
         ),
     };
-    Some(sentence + &failed)
+    let floor = if d.network_floor_ms > 0.0 {
+        format!(
+            " The network's round trip ({}, from the warm probes) is taken out of each first token first: it is not queued behind other requests.",
+            format::ms(Some(d.network_floor_ms))
+        )
+    } else {
+        " The run had no probes, so the network's round trip is left in each first token: on a slow link that makes any server read less affected than it is.".to_owned()
+    };
+    Some(sentence + &failed + &floor)
 }
 
 /// `1 batch`, `2 batches`.
@@ -249,8 +262,22 @@ pub fn cold_line(c: &ColdStart) -> String {
     } else {
         format!(" ({})", wait.join("; "))
     };
+    // A reconnect is not a server's cold start: say which it ran on, and what the browser
+    // spent before the request left.
+    let sent = c
+        .sent_ms
+        .map(|ms| format!(", {} of it before the request left", format::ms(Some(ms))))
+        .unwrap_or_default();
+    let conn = match c.new_connection {
+        Some(true) => format!(
+            " (on a new connection: the server had closed the idle one, so this includes a TCP and TLS handshake and maybe a CORS preflight{sent})"
+        ),
+        Some(false) => format!(" (on the connection kept from before{sent})"),
+        None if !sent.is_empty() => format!(" ({})", sent.trim_start_matches(", ")),
+        None => String::new(),
+    };
     format!(
-        "After {} idle{wait}: first token at {what}",
+        "After {} idle{wait}: first token at {what}{conn}",
         format::wait(u64::from(c.idle_ms))
     )
 }
@@ -415,6 +442,7 @@ mod tests {
                 high: 1.94,
             }),
             serial_model: 2.0,
+            network_floor_ms: 0.0,
         }
     }
 
