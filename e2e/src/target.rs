@@ -34,14 +34,12 @@
 //! reach this machine with [`FieldTarget::resolver_flag`].
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{Next, from_fn_with_state, map_response};
@@ -51,20 +49,20 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use firsttoken_server::AppState;
 use firsttoken_server::demo::CLIENT_PORT_HEADER;
-use hyper::body::{Frame, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair,
-    KeyUsagePurpose,
-};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use sha2::{Digest, Sha256};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_rustls::TlsAcceptor;
+
+mod authority;
+mod idle;
+
+use authority::Authority;
+use idle::{Guarded, InFlight, idle_for};
 
 /// The names the target's certificate is good for.
 pub const CERTIFICATE_NAMES: [&str; 5] = [
@@ -352,77 +350,6 @@ impl Drop for FieldTarget {
     }
 }
 
-/// A certificate authority made for one target, and its leaf.
-struct Authority {
-    ca_der: Vec<u8>,
-    ca_spki: Vec<u8>,
-    leaf_der: Vec<u8>,
-    leaf_key: Vec<u8>,
-}
-
-impl Authority {
-    fn make() -> anyhow::Result<Self> {
-        let ca_key = KeyPair::generate().context("making the authority's key")?;
-        let mut ca = CertificateParams::new(Vec::<String>::new())?;
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca.key_usages = vec![
-            KeyUsagePurpose::KeyCertSign,
-            KeyUsagePurpose::CrlSign,
-            KeyUsagePurpose::DigitalSignature,
-        ];
-        ca.distinguished_name
-            .push(DnType::CommonName, "firsttoken field target test authority");
-        let ca_cert = ca.self_signed(&ca_key).context("signing the authority")?;
-
-        let leaf_key = KeyPair::generate().context("making the leaf's key")?;
-        let mut leaf = CertificateParams::new(
-            CERTIFICATE_NAMES
-                .iter()
-                .map(|name| (*name).to_owned())
-                .collect::<Vec<_>>(),
-        )?;
-        leaf.is_ca = IsCa::ExplicitNoCa;
-        leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-        leaf.distinguished_name
-            .push(DnType::CommonName, "target.test");
-        let leaf_cert = leaf
-            .signed_by(&leaf_key, &ca_cert, &ca_key)
-            .context("signing the leaf")?;
-        Ok(Self {
-            ca_der: ca_cert.der().to_vec(),
-            ca_spki: ca_key.public_key_der(),
-            leaf_der: leaf_cert.der().to_vec(),
-            leaf_key: leaf_key.serialize_der(),
-        })
-    }
-
-    /// A TLS acceptor that speaks `version` only and sends the chain [leaf, authority].
-    fn acceptor(&self, version: TlsVersion, http2: bool) -> anyhow::Result<TlsAcceptor> {
-        let version: &'static rustls::SupportedProtocolVersion = match version {
-            TlsVersion::Tls12 => &rustls::version::TLS12,
-            TlsVersion::Tls13 => &rustls::version::TLS13,
-        };
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[version])?
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![
-                    CertificateDer::from(self.leaf_der.clone()),
-                    CertificateDer::from(self.ca_der.clone()),
-                ],
-                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(self.leaf_key.clone())),
-            )?;
-        config.alpn_protocols = if http2 {
-            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-        } else {
-            vec![b"http/1.1".to_vec()]
-        };
-        Ok(TlsAcceptor::from(Arc::new(config)))
-    }
-}
-
 /// One connection, from its TLS handshake (if any) to its close.
 async fn serve_connection(
     stream: TcpStream,
@@ -486,76 +413,6 @@ async fn drive<I>(
         }
     }
     let _ = connection.await;
-}
-
-/// Ends once no request has been in flight for `idle`.
-async fn idle_for(mut in_flight: watch::Receiver<usize>, idle: Duration) {
-    loop {
-        if in_flight.wait_for(|n| *n == 0).await.is_err() {
-            // The connection's service is gone: so is the connection.
-            return std::future::pending().await;
-        }
-        tokio::select! {
-            biased;
-            changed = in_flight.changed() => {
-                if changed.is_err() {
-                    return std::future::pending().await;
-                }
-            }
-            () = tokio::time::sleep(idle) => {
-                if *in_flight.borrow() == 0 {
-                    return;
-                }
-            }
-        }
-    }
-}
-
-/// A request in flight on its connection, until dropped.
-struct InFlight(Arc<watch::Sender<usize>>);
-
-impl InFlight {
-    fn begin(counter: &Arc<watch::Sender<usize>>) -> Self {
-        counter.send_modify(|n| *n += 1);
-        Self(counter.clone())
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n = n.saturating_sub(1));
-    }
-}
-
-/// A response body that keeps its request in flight until its last byte is out (or the
-/// client has gone and the body is dropped).
-struct Guarded {
-    body: Body,
-    in_flight: Option<InFlight>,
-}
-
-impl hyper::body::Body for Guarded {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None | Some(Err(_)))) {
-            self.in_flight = None;
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -698,7 +555,7 @@ mod tests {
     use axum::http::Version;
     use hyper::body::Incoming;
     use hyper::client::conn::{http1, http2};
-    use rustls::pki_types::ServerName;
+    use rustls::pki_types::{CertificateDer, ServerName};
     use rustls::{ProtocolVersion, RootCertStore};
     use tokio_rustls::TlsConnector;
 
