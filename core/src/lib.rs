@@ -19,6 +19,7 @@ pub mod compare;
 pub mod compose;
 pub mod connections;
 pub mod dialect;
+pub mod entries;
 pub mod export;
 pub mod fold;
 pub mod landing;

@@ -28,6 +28,10 @@ pub struct PhaseReport {
     /// of its tokens were the answer (reasoning tokens are left out).
     pub tpot_ms: Option<f64>,
     pub itl: Option<ItlSummary>,
+    /// Of the requests on a connection already open, how many waited for a CORS preflight
+    /// before they were sent ([`paid_preflight`]); `None` without the timing detail to
+    /// tell.
+    pub preflighted: Option<usize>,
 }
 
 /// What a new host name added to the time to first token, read only from requests whose
@@ -151,7 +155,17 @@ pub struct ColdStart {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Overhead {
     pub target: String,
+    /// The rounds the difference is read from.
     pub rounds: usize,
+    /// Rounds left out because either request opened a new connection or waited for a
+    /// CORS preflight: a target whose idle connection was closed during the other's
+    /// request (a short keep-alive) would otherwise be charged with a reconnect that is
+    /// no part of its overhead. Only when at least 3 rounds are left; else 0, and
+    /// `setup_included` says so.
+    pub left_out: usize,
+    /// The difference had to include rounds with a reconnect or a preflight (fewer than 3
+    /// rounds were free of both).
+    pub setup_included: bool,
     /// Median of `main − other` per round, with its interval.
     pub difference_ms: Option<Estimate>,
 }
@@ -204,7 +218,20 @@ fn phase_report(phase: Phase, target: &str, samples: &[&Sample]) -> PhaseReport 
         e2e: stats::distribution(&e2e, BOOTSTRAP_SEED),
         tpot_ms: median(&tpot),
         itl: stats::itl_summary(ok.iter().map(|s| s.itl_ms.as_slice())),
+        preflighted: None,
     }
+}
+
+/// Whether a request on a connection already open waited for a CORS preflight before it
+/// was sent: what the browser spent before sending it (`sent_ms`) is at least half the
+/// network's round trip, which on a warm connection only a preflight's round trip takes.
+/// `None` when it cannot be told (a new connection, no timing detail, no round trip).
+pub fn paid_preflight(s: &Sample, round_trip_ms: f64) -> Option<bool> {
+    let conn = s.conn.as_ref()?;
+    if conn.new_connection == Some(true) || conn.reused != Some(true) || round_trip_ms <= 0.0 {
+        return None;
+    }
+    Some(conn.sent_ms? >= (round_trip_ms / 2.0).max(1.0))
 }
 
 /// What the run verified about a sample's connection.
@@ -365,6 +392,36 @@ impl RunReport {
             })
             .collect();
 
+        // The round trip a preflight costs: the warm probes', else the quickest response
+        // head of a request on a warm connection (a round trip and whatever the server
+        // does before its headers).
+        let round_trip = probe_round_trip(run)
+            .and_then(|p| p.rtt)
+            .map(|d| d.p50.value)
+            .or_else(|| {
+                run.samples
+                    .iter()
+                    .filter(|s| new_connection(s) == Some(false))
+                    .filter_map(|s| s.headers_ms)
+                    .min_by(f64::total_cmp)
+            })
+            .unwrap_or(0.0);
+        for phase in &mut report.phases {
+            let marks: Vec<bool> = run
+                .samples
+                .iter()
+                .filter(|s| {
+                    s.phase == phase.phase
+                        && run
+                            .targets
+                            .get(s.target as usize)
+                            .is_some_and(|t| t.label == phase.target)
+                })
+                .filter_map(|s| paid_preflight(s, round_trip))
+                .collect();
+            phase.preflighted = (!marks.is_empty()).then(|| marks.iter().filter(|m| **m).count());
+        }
+
         // Compare rounds: the main target's request and each other's, in the order run.
         let compare: Vec<&Sample> = run
             .samples
@@ -373,23 +430,36 @@ impl RunReport {
             .collect();
         let targets = run.targets.len();
         for other in 1..targets as u32 {
-            let (mut main, mut theirs) = (Vec::new(), Vec::new());
+            // Each round's pair, and whether both ran on a warm connection with no
+            // preflight (as far as can be told: unknown counts as clean).
+            let mut pairs: Vec<(f64, f64, bool)> = Vec::new();
             for round in compare.chunks(targets) {
                 let find = |t: u32| {
                     round
                         .iter()
                         .find(|s| s.target == t && s.error.is_none())
-                        .and_then(|s| s.ttft_ms)
+                        .and_then(|s| Some((s.ttft_ms?, *s)))
                 };
-                if let (Some(a), Some(b)) = (find(0), find(other)) {
-                    main.push(a);
-                    theirs.push(b);
+                if let (Some((a, sa)), Some((b, sb))) = (find(0), find(other)) {
+                    let clean = |s: &Sample| {
+                        new_connection(s) != Some(true)
+                            && paid_preflight(s, round_trip) != Some(true)
+                    };
+                    pairs.push((a, b, clean(sa) && clean(sb)));
                 }
             }
+            let clean = pairs.iter().filter(|p| p.2).count();
+            let setup_included = clean < 3 && clean < pairs.len();
+            let used: Vec<&(f64, f64, bool)> =
+                pairs.iter().filter(|p| p.2 || setup_included).collect();
+            let main: Vec<f64> = used.iter().map(|p| p.0).collect();
+            let theirs: Vec<f64> = used.iter().map(|p| p.1).collect();
             if !compare.is_empty() {
                 report.overhead.push(Overhead {
                     target: label(other),
-                    rounds: main.len(),
+                    rounds: used.len(),
+                    left_out: pairs.len() - used.len(),
+                    setup_included,
                     difference_ms: stats::paired_overhead(&main, &theirs, BOOTSTRAP_SEED),
                 });
             }
@@ -748,5 +818,71 @@ mod tests {
             "{:?}",
             c.missing()
         );
+    }
+
+    fn warm_with_sent(s: Sample, sent_ms: f64) -> Sample {
+        Sample {
+            conn: Some(Connection {
+                reused: Some(true),
+                new_connection: Some(false),
+                sent_ms: Some(sent_ms),
+                ..Connection::default()
+            }),
+            ..s
+        }
+    }
+
+    /// A steady request on a warm connection that waited half a round trip or more before
+    /// it was sent waited for a preflight: the cache had expired (no max-age).
+    #[test]
+    fn steady_requests_that_paid_a_preflight_are_counted() {
+        let mut samples: Vec<Sample> = (0..3)
+            .map(|_| {
+                let mut p = sample(0, Phase::Probe, 0, 0.0);
+                p.headers_ms = Some(90.0);
+                p.ttft_ms = None;
+                p
+            })
+            .collect();
+        for (i, sent) in [0.3, 0.4, 95.0, 0.2, 101.0].into_iter().enumerate() {
+            samples.push(warm_with_sent(
+                sample(0, Phase::Steady, 0, 400.0 + i as f64),
+                sent,
+            ));
+        }
+        let report = RunReport::of(&run(samples.clone(), 1));
+        assert_eq!(report.phases[0].phase, Phase::Steady);
+        assert_eq!(report.phases[0].preflighted, Some(2));
+        // Without Resource Timing detail nothing is said.
+        for s in samples.iter_mut() {
+            s.conn = None;
+        }
+        assert_eq!(RunReport::of(&run(samples, 1)).phases[0].preflighted, None);
+    }
+
+    /// Two targets with the same server time, one of which reconnects every other round
+    /// (its idle connection closed while the other answered): the rounds with the
+    /// reconnect are left out, and the difference holds zero.
+    #[test]
+    fn compare_rounds_with_a_reconnect_are_left_out() {
+        let mut samples = Vec::new();
+        for round in 0..8 {
+            let jitter = f64::from(round % 3);
+            let mut a = warm_with_sent(sample(0, Phase::Compare, 0, 500.0 + jitter), 0.2);
+            if round % 2 == 0 {
+                a.ttft_ms = Some(800.0 + jitter);
+                a.conn.as_mut().expect("conn").new_connection = Some(true);
+            }
+            samples.push(a);
+            samples.push(warm_with_sent(
+                sample(0, Phase::Compare, 1, 500.0 + (2.0 - jitter)),
+                0.2,
+            ));
+        }
+        let report = RunReport::of(&run(samples, 2));
+        let o = &report.overhead[0];
+        assert_eq!((o.rounds, o.left_out, o.setup_included), (4, 4, false));
+        let d = o.difference_ms.expect("a difference");
+        assert!(d.low <= 0.0 && d.high >= 0.0, "{d:?}");
     }
 }

@@ -237,6 +237,37 @@ pub fn connection_reading(c: &ConnectionCost) -> String {
     }
 }
 
+/// How many steady requests waited for a CORS preflight on a warm connection: the
+/// browser's preflight cache had expired (no `Access-Control-Max-Age`, or a short one),
+/// so those requests paid a round trip more than the rest.
+fn preflight_reading(report: &RunReport) -> Option<String> {
+    let steady = report
+        .phases
+        .iter()
+        .find(|p| p.phase == firsttoken_core::Phase::Steady)?;
+    match steady.preflighted? {
+        0 => None,
+        n => Some(format!(
+            "{n} of {} steady requests waited for a CORS preflight before they were sent: the browser's preflight cache had expired between requests, so the target sends no Access-Control-Max-Age or a short one (browsers keep a preflight 5 s without it). Real users pay this too; send Access-Control-Max-Age: 7200 to spare them.",
+            steady.requests
+        )),
+    }
+}
+
+/// What the compared rounds left out, after the difference.
+fn overhead_note(o: &firsttoken_core::report::Overhead) -> String {
+    if o.setup_included {
+        ". Some rounds include a reconnect or a CORS preflight on one side (fewer than 3 rounds were free of both), which is no part of the app's own overhead".to_owned()
+    } else if o.left_out > 0 {
+        format!(
+            ". {} rounds where either request opened a connection or waited for a CORS preflight are left out: a short keep-alive closes a target's idle connection while the other answers",
+            o.left_out
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// One cold request, with what the wait really was.
 pub fn cold_line(c: &ColdStart) -> String {
     let what = match (&c.ttft_ms, &c.error) {
@@ -372,6 +403,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
         .map(|d| view! { <li>{level_line(d, &report.level_failures)}</li> })
         .collect::<Vec<_>>();
     let connection = report.connection.as_ref().map(connection_reading);
+    let preflights = preflight_reading(&report);
     let cold = report
         .cold
         .iter()
@@ -386,6 +418,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
                     {format!("Compared with {} over {} rounds, this target's first token came ", o.target, o.rounds)}
                     {estimate(&Estimate { value: d.value.abs(), low: d.low.abs().min(d.high.abs()), high: d.low.abs().max(d.high.abs()) })}
                     {if d.value >= 0.0 { " later (median of the differences)" } else { " sooner (median of the differences)" }}
+                    {overhead_note(o)}
                 </li>
             }
             .into_any(),
@@ -416,6 +449,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
             <p class="status">"Each percentile has its 95% bootstrap interval beneath it, and is shown only where there are enough requests (p90 from 10, p99 from 100). Warm-up requests are left out; requests after idle time are listed one by one below."</p>
             {concurrency.map(|text| view! { <p class="reading" data-testid="concurrency-reading">{text}</p> })}
             {(report.degradation.len() > 1).then(|| view! { <ul class="reading" data-testid="concurrency-levels">{levels}</ul> })}
+            {preflights.map(|text| view! { <p class="reading" data-testid="preflight-reading">{text}</p> })}
             {connection.map(|text| view! { <p class="reading" data-testid="connection-reading">{text}</p> })}
             {(!cold.is_empty()).then(|| view! { <ul class="reading" data-testid="cold-reading">{cold}</ul> })}
             {(!overhead.is_empty()).then(|| view! { <ul class="reading">{overhead}</ul> })}

@@ -201,8 +201,10 @@ pub async fn measure_alone(scope: &Scope, spec: &RequestSpec, run: &RunContext) 
         name: m.timing_name.as_deref(),
         t0: m.t0,
         completed: m.completed,
+        ended: m.sample.e2e_ms.map(|e2e| m.t0 + e2e),
     }];
-    if let Some((conn, server_timing)) = timing::read_batch(scope, &requested).await.pop() {
+    // Alone, its entry is the only one: no tie to break, so any clock grain does.
+    if let Some((conn, server_timing)) = timing::read_batch(scope, &requested, 1.0).await.pop() {
         m.sample.conn = conn;
         m.sample.server_timing = server_timing;
     }

@@ -65,6 +65,7 @@ pub async fn run_plan(
         total: plan.total_requests() as u32,
         last_end: run_start,
         drawn: controls.drawn.clone(),
+        clock_step_ms: clock_step_ms.unwrap_or(1.0),
     };
     let phases = plan.phases.len() as u32;
     for (number, phase) in plan.phases.iter().enumerate() {
@@ -212,6 +213,9 @@ struct Runner<'a> {
     last_end: f64,
     /// The page's word that it has drawn what it was sent.
     drawn: Drawn,
+    /// The clock's grain (1 ms when it could not be read): starts or ends closer than
+    /// this tie.
+    clock_step_ms: f64,
 }
 
 impl Runner<'_> {
@@ -350,9 +354,10 @@ impl Runner<'_> {
                 name: m.timing_name.as_deref(),
                 t0: m.t0,
                 completed: m.completed,
+                ended: m.sample.e2e_ms.map(|e2e| m.t0 + e2e),
             })
             .collect();
-        let timings = timing::read_batch(self.scope, &requested).await;
+        let timings = timing::read_batch(self.scope, &requested, self.clock_step_ms).await;
         let alone = measured.len() == 1;
         let mut kept = Vec::with_capacity(measured.len());
         let mut retry_after: f64 = 0.0;

@@ -9,14 +9,16 @@
 //! - An entry is named by the URL requested, not the one a redirect led to.
 //! - The requests of a concurrency batch share one URL and start within a millisecond
 //!   (the clock is coarsened to 0.1 ms in Chromium, 1 ms in Firefox), so start times
-//!   cannot tell their entries apart; their *order* can. Entries are matched to
-//!   requests by start order within the batch, and only where the counts leave no doubt.
+//!   can tie, and tied entries come in the order their responses completed. Entries are
+//!   matched to requests by start, ties by end ([`firsttoken_core::entries`]), and only
+//!   where the counts leave no doubt.
 //!
 //! The buffer holds 250 entries unless enlarged: the engine enlarges it, reads a batch's
 //! entries when every request of the batch has ended, and clears the buffer afterwards.
 
 use std::collections::BTreeMap;
 
+use firsttoken_core::entries::{self, Asked, Entry};
 use firsttoken_core::schema::{Connection, ServerTimingEntry};
 use wasm_bindgen::JsCast;
 use web_sys::{Performance, PerformanceResourceTiming, PerformanceServerTiming};
@@ -47,6 +49,8 @@ pub struct Requested<'a> {
     pub t0: f64,
     /// The body was read to its end: the browser makes an entry for it.
     pub completed: bool,
+    /// `performance.now()` when its reader saw the body end, if it did.
+    pub ended: Option<f64>,
 }
 
 /// What Resource Timing says of one request: its connection (`None` without an entry,
@@ -55,7 +59,11 @@ pub struct Requested<'a> {
 pub type Timing = (Option<Connection>, Vec<ServerTimingEntry>);
 
 /// The entries of a batch of requests, each request's own, in the order given.
-pub async fn read_batch(scope: &Scope, requests: &[Requested<'_>]) -> Vec<Timing> {
+pub async fn read_batch(
+    scope: &Scope,
+    requests: &[Requested<'_>],
+    clock_step_ms: f64,
+) -> Vec<Timing> {
     let performance = scope.performance();
     // Entries of an earlier batch that arrived after it was cleared started before this
     // batch did.
@@ -76,23 +84,29 @@ pub async fn read_batch(scope: &Scope, requests: &[Requested<'_>]) -> Vec<Timing
         let mine: Vec<usize> = (0..requests.len())
             .filter(|&i| requests[i].name == Some(name.as_str()))
             .collect();
-        let completed: Vec<usize> = mine
+        // Entries of requests whose starts tie come in the order they completed, not
+        // started: `entries::pair` pairs those by their ends.
+        let asked: Vec<Asked> = mine
             .iter()
-            .copied()
-            .filter(|&i| requests[i].completed)
+            .map(|&i| Asked {
+                start: requests[i].t0,
+                end: requests[i].ended.filter(|_| requests[i].completed),
+            })
             .collect();
-        // Entries come in the order their requests started. Every request has one, or
-        // exactly the completed ones do; any other count could pair a request with
-        // another's entry, so those requests get none.
-        let owners = if found.len() == mine.len() {
-            mine
-        } else if found.len() == completed.len() {
-            completed
-        } else {
-            continue;
-        };
-        for (i, entry) in owners.into_iter().zip(found) {
-            out[i] = read(&entry);
+        let timed: Vec<Entry> = found
+            .iter()
+            .map(|e| Entry {
+                start: e.start_time(),
+                end: e.response_end(),
+            })
+            .collect();
+        for (k, entry) in entries::pair(&asked, &timed, clock_step_ms)
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(entry) = entry {
+                out[mine[k]] = read(&found[entry]);
+            }
         }
     }
     out

@@ -117,6 +117,11 @@ async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
     }
     let samples = record["samples"].as_array().expect("samples");
     assert_eq!(samples.len(), total);
+    // A browser on a loaded machine now and then hands a whole short stream over at once
+    // (WebKitGTK did, under the full suite: twelve chunks, every gap 0.0 ms, 50 ms after
+    // the server wrote the first): no reader in that page could see its first token
+    // earlier. One such request in a run is the browser's; more would be the engine's.
+    let mut handed_at_once = 0;
     for s in samples {
         let ttft = s["ttft_ms"]
             .as_f64()
@@ -130,6 +135,16 @@ async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
         let total = s["stream_timings"]["total_ms"]
             .as_f64()
             .unwrap_or_else(|| panic!("no server total: {s}"));
+        let gaps = s["itl_ms"].as_array().expect("gaps");
+        let at_once = gaps.len() >= 3 && gaps.iter().all(|g| g.as_f64().is_some_and(|g| g < 0.5));
+        assert!(
+            ttft + step >= written,
+            "TTFT {ttft} ms before the server's {written} ms: {s}"
+        );
+        if at_once {
+            handed_at_once += 1;
+            continue;
+        }
         // The browser cannot see the first token before the server wrote it (give or
         // take the clock's step), nor see it later than the request as a whole was late:
         // what the browser's clock has over the server's at the first token is at most
@@ -138,10 +153,14 @@ async fn a_beta_user_runs_and_uploads(engine: Engine) -> anyhow::Result<()> {
         // browser or a loaded machine held before the server got it is late by the
         // same at both ends; an absolute bound (100 ms) failed once under load.
         assert!(
-            ttft + step >= written && ttft - written <= (e2e - total) + 30.0,
+            ttft - written <= (e2e - total) + 30.0,
             "TTFT {ttft} ms against the server's {written} ms (e2e {e2e} against {total}): {s}"
         );
     }
+    assert!(
+        handed_at_once <= 1,
+        "{handed_at_once} streams arrived in one piece: a TTFT read at the end?"
+    );
     browser.quit().await
 }
 
