@@ -264,7 +264,20 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
     let through_proxy = server.only_record().await?;
     for s in through_proxy["samples"].as_array().expect("samples") {
         assert_eq!(s["error"], serde_json::Value::Null, "{s}");
+        // Same origin, no preflight: Resource Timing proves each request reused the
+        // page's connection to nginx. The demo behind nginx reports the port of nginx's
+        // upstream socket, new for every request, which once read every one as new.
+        assert_eq!(s["conn"]["new_connection"], false, "{s}");
     }
+    // Switched off at the first request: Resource Timing proved it reused a connection
+    // while the port was one never seen (or, without that proof, at the second: a new
+    // port back to back).
+    let off = &through_proxy["engine"]["client_port_off"];
+    assert!(
+        off == "contradicted" || off == "changed",
+        "the port nginx's upstream socket gives is not the browser's: {}",
+        through_proxy["engine"]
+    );
     // Every measured request went through nginx with the cookie.
     let log = std::fs::read_to_string(nginx.access_log())?;
     let demo_requests: Vec<&str> = log
