@@ -248,7 +248,7 @@ fn preflight_reading(report: &RunReport) -> Option<String> {
     match steady.preflighted? {
         0 => None,
         n => Some(format!(
-            "{n} of {} steady requests waited for a CORS preflight before they were sent: the browser's preflight cache had expired between requests, so the target sends no Access-Control-Max-Age or a short one (browsers keep a preflight 5 s without it). Real users pay this too; send Access-Control-Max-Age: 7200 to spare them.",
+            "{n} of {} steady requests waited about a round trip on a warm connection before they were sent, as a CORS preflight takes: the browser's preflight cache had most likely expired between requests, which happens when the target sends no Access-Control-Max-Age or a short one (browsers keep a preflight 5 s without it). Real users pay this too; Access-Control-Max-Age: 7200 spares them.",
             steady.requests
         )),
     }
@@ -301,7 +301,7 @@ pub fn cold_line(c: &ColdStart) -> String {
         .unwrap_or_default();
     let conn = match c.new_connection {
         Some(true) => format!(
-            " (on a new connection: the server had closed the idle one, so this includes a TCP and TLS handshake and maybe a CORS preflight{sent})"
+            " (on a new connection, the idle one having been closed: this includes setting up a connection, over HTTPS its TLS handshake, and maybe a CORS preflight{sent})"
         ),
         Some(false) => format!(" (on the connection kept from before{sent})"),
         None if !sent.is_empty() => format!(" ({})", sent.trim_start_matches(", ")),
