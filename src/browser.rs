@@ -3,17 +3,33 @@
 //! kept anywhere; the Network Information API is read where the browser has it.
 
 use firsttoken_core::client::describe;
-use firsttoken_core::schema::Unavailable;
+use firsttoken_core::schema::{NetworkReading, Unavailable};
 use firsttoken_core::{Client, NetworkLabel};
 use js_sys::Reflect;
 use leptos::prelude::*;
 use wasm_bindgen::{JsCast, JsValue};
 
-/// The client part of a record, with the network the user picked.
-pub fn client(network: NetworkLabel) -> Client {
+/// What the Network Information API says now, where the browser has it.
+pub fn network_reading() -> Option<NetworkReading> {
+    let navigator = web_sys::window()?.navigator();
+    let connection = Reflect::get(&navigator, &"connection".into())
+        .ok()
+        .filter(|c| c.is_object())?;
+    let read = |name: &str| Reflect::get(&connection, &name.into()).ok();
+    Some(NetworkReading {
+        effective_type: read("effectiveType").and_then(|v| v.as_string()),
+        rtt_ms: read("rtt").and_then(|v| v.as_f64()),
+        downlink_mbps: read("downlink").and_then(|v| v.as_f64()),
+    })
+}
+
+/// The client part of a record, with the network the user picked and the Network
+/// Information reading taken when the run started.
+pub fn client(network: NetworkLabel, at_start: Option<NetworkReading>) -> Client {
     let Some(window) = web_sys::window() else {
         return Client {
             network,
+            at_start,
             ..Client::default()
         };
     };
@@ -36,6 +52,7 @@ pub fn client(network: NetworkLabel) -> Client {
         effective_type: read("effectiveType").and_then(|v| v.as_string()),
         rtt_ms: read("rtt").and_then(|v| v.as_f64()),
         downlink_mbps: read("downlink").and_then(|v| v.as_f64()),
+        at_start,
     }
 }
 

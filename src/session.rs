@@ -220,6 +220,7 @@ impl Session {
         this.started.set(scope.performance().now());
         let run_id = run_id_from_random(scope.random_bytes());
         let started_at_ms = browser::unix_now_ms();
+        let network_at_start = browser::network_reading();
         let batch = FrameBatch {
             pending: Rc::default(),
             scheduled: Rc::default(),
@@ -244,7 +245,7 @@ impl Session {
                     app_version: env!("CARGO_PKG_VERSION"),
                     study_id: study_id.clone(),
                     plan: &recorded_plan,
-                    client: browser::client(network),
+                    client: browser::client(network, network_at_start.clone()),
                     engine,
                     demo: &finished.demo,
                     samples: this.samples.get_untracked(),

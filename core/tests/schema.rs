@@ -121,6 +121,14 @@ fn bad_records_are_refused_by_both_with_the_field_named() {
         "client.effective_type"
     );
     assert_eq!(
+        rejected_field(|v| v["client"]["at_start"] = json!({"effective_type": "5g"})),
+        "client.at_start.effective_type"
+    );
+    assert_eq!(
+        rejected_field(|v| v["client"]["at_start"] = json!({"downlink_mbps": -1.0})),
+        "client.at_start.downlink_mbps"
+    );
+    assert_eq!(
         rejected_field(|v| v["samples"][0]["ttft_ms"] = json!(-5.0)),
         "samples[0].ttft_ms"
     );

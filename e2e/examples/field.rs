@@ -27,6 +27,11 @@
 //! default both), `FIRSTTOKEN_FIELD_WARM` (warm requests, default 10) and
 //! `FIRSTTOKEN_FIELD_FRESH` (fresh requests, default 5) and `FIRSTTOKEN_FIELD_PROBES`
 //! (default 10) choose the cases.
+//!
+//! On the slowest profile (`FIRSTTOKEN_FIELD_CONCURRENCY=all`: on every one), the
+//! concurrency verdict too: 1 and 3 at once against a demo that handles one request at a
+//! time (600 ms of blocking work each) and against one that handles them side by side
+//! (600 ms each, in parallel); the truth is the server's own model, 2× and 1×.
 
 use std::time::{Duration, Instant};
 
@@ -149,6 +154,11 @@ async fn main() -> anyhow::Result<()> {
     let warm = bench_setting("FIRSTTOKEN_FIELD_WARM", 10u32, |t| Ok(t.parse()?))?;
     let fresh = bench_setting("FIRSTTOKEN_FIELD_FRESH", 5u32, |t| Ok(t.parse()?))?;
     let probes = bench_setting("FIRSTTOKEN_FIELD_PROBES", 10u32, |t| Ok(t.parse()?))?;
+    // The concurrency verdict's cases take a minute a profile: on the slowest link only
+    // (where the network's share of a first token is largest), unless asked for all.
+    let concurrency_everywhere =
+        bench_setting("FIRSTTOKEN_FIELD_CONCURRENCY", false, |t| Ok(t == "all"))?;
+    let slowest = profiles.iter().map(|p| p.rtt_ms).fold(0.0, f64::max);
     let server = TestServer::start().await?;
     let mut cases = Vec::new();
     for profile in &profiles {
@@ -158,6 +168,7 @@ async fn main() -> anyhow::Result<()> {
                 probes,
                 warm,
                 fresh,
+                concurrency: concurrency_everywhere || profile.rtt_ms == slowest,
             };
             cases.push(one_case(&server, *profile, protocol, counts).await?);
         }
@@ -172,6 +183,8 @@ struct Counts {
     probes: u32,
     warm: u32,
     fresh: u32,
+    /// Also run the concurrency verdict's two servers.
+    concurrency: bool,
 }
 
 async fn one_case(
@@ -182,6 +195,7 @@ async fn one_case(
         probes,
         warm,
         fresh,
+        concurrency,
     }: Counts,
 ) -> anyhow::Result<Case> {
     let target = FieldTarget::start(
@@ -249,27 +263,10 @@ async fn one_case(
         PhasePlan::Fresh { requests: fresh },
     ];
     plan.timeout_ms = 60_000;
-    let study = Study {
-        title: "Field".into(),
-        plan,
-        collector: None,
-        carries_token: false,
-        study_id: None,
-    };
-    driver.goto("about:blank").await?;
-    driver.goto(server.link(&study)).await?;
-    browser
-        .wait_for_count("[data-testid=start-button]", 1, Duration::from_secs(30))
-        .await?;
-    let runs_before = server.db.run_ids().await?.len();
+    // The page comes from the server itself, not through the link: every connection the
+    // link accepts meanwhile is the run's.
     let connections_before = link.connections();
-    browser.consent_and_start().await?;
-    browser
-        .wait_for_text_quietly("[data-testid=run-status]", "Finished")
-        .await?;
-    browser
-        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
-        .await?;
+    let run = run_in_app(server, &browser, plan).await?;
     let connections_in_run = link.connections() - connections_before;
     // The link's own truth of what a new connection cost before its request left: on each
     // connection the run opened, the client's third flight (after the ClientHello, and
@@ -282,15 +279,68 @@ async fn one_case(
             Some(third.duration_since(c.accepted).as_secs_f64() * 1000.0)
         })
         .collect();
-    let ids = server.db.run_ids().await?;
-    anyhow::ensure!(ids.len() == runs_before + 1, "the run was not stored");
-    let record = server
-        .db
-        .run_record(ids.last().context("a run")?)
-        .await?
-        .context("stored")?;
-    let run: Run = serde_json::from_str(&record)?;
     let report = RunReport::of(&run);
+    // The concurrency verdict, for a server that handles one request at a time and for
+    // one that handles them side by side, each with the same 600 ms of its own.
+    let mut verdicts = Vec::new();
+    if concurrency {
+        for (what, knobs) in [
+            (
+                "one at a time",
+                "first_token_ms=1&pre_model_ms=600&slots=1&itl_ms=10&tokens=5",
+            ),
+            ("side by side", "first_token_ms=600&itl_ms=10&tokens=5"),
+        ] {
+            let pool = format!(
+                "&pool=field-{}-{protocol}-{}",
+                verdicts.len(),
+                profile.rtt_ms
+            );
+            let url = format!("https://target.test:{port}/v1/chat/completions?{knobs}{pool}");
+            let mut demo = server.demo_target(knobs);
+            demo.url = url;
+            demo.fresh_url = None;
+            demo.probe_url = Some(probe_url.clone());
+            let mut plan = Plan::steady(demo, 1);
+            plan.phases = vec![
+                PhasePlan::Probe { requests: probes },
+                PhasePlan::Warmup { requests: 2 },
+                PhasePlan::Concurrency {
+                    levels: vec![1, 3],
+                    requests_per_level: 12,
+                },
+            ];
+            plan.multiplexed = protocol == "h2";
+            plan.timeout_ms = 60_000;
+            let run = run_in_app(server, &browser, plan).await?;
+            let report = RunReport::of(&run);
+            let level = report.degradation.iter().find(|d| d.level == 3);
+            verdicts.push(Row {
+                figure: if what == "one at a time" {
+                    "concurrency at 3: a one-at-a-time server"
+                } else {
+                    "concurrency at 3: a side-by-side server"
+                },
+                engine: level.map_or("—".into(), |d| {
+                    let ratio = d.ratio.map_or("—".into(), |r| {
+                        format!("{:.2}× [{:.2}, {:.2}]", r.value, r.low, r.high)
+                    });
+                    format!(
+                        "{ratio}, reads {:?} (floor {:.0} ms)",
+                        d.reading(),
+                        d.network_floor_ms
+                    )
+                }),
+                reader: "—".into(),
+                truth: if what == "one at a time" {
+                    "2.00× (Serial)".into()
+                } else {
+                    "1.00× (Parallel)".into()
+                },
+                difference: "—".into(),
+            });
+        }
+    }
     browser.quit().await?;
 
     // Each way adds up to the profile's jitter, evenly spread: a round trip on this link
@@ -404,6 +454,7 @@ async fn one_case(
         truth: format!("{rtt:.1} (RTT + mean jitter) + handler"),
         difference: diff(probe, Some(rtt)),
     });
+    rows.extend(verdicts);
     Ok(Case {
         profile,
         protocol,
@@ -423,6 +474,39 @@ fn flights(arrivals: &[(Instant, usize)], gap: Duration) -> Vec<Instant> {
         last = Some(at);
     }
     starts
+}
+
+/// Runs `plan` in the app as a beta user would, and reads the stored record.
+async fn run_in_app(server: &TestServer, browser: &Browser, plan: Plan) -> anyhow::Result<Run> {
+    let study = Study {
+        title: "Field".into(),
+        plan,
+        collector: None,
+        carries_token: false,
+        study_id: None,
+    };
+    let driver = &browser.driver;
+    driver.goto("about:blank").await?;
+    driver.goto(server.link(&study)).await?;
+    browser
+        .wait_for_count("[data-testid=start-button]", 1, Duration::from_secs(30))
+        .await?;
+    let runs_before = server.db.run_ids().await?.len();
+    browser.consent_and_start().await?;
+    browser
+        .wait_for_text_quietly("[data-testid=run-status]", "Finished")
+        .await?;
+    browser
+        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
+        .await?;
+    let ids = server.db.run_ids().await?;
+    anyhow::ensure!(ids.len() == runs_before + 1, "the run was not stored");
+    let record = server
+        .db
+        .run_record(ids.last().context("a run")?)
+        .await?
+        .context("stored")?;
+    Ok(serde_json::from_str(&record)?)
 }
 
 fn ms(value: Option<f64>) -> String {

@@ -268,6 +268,31 @@ fn overhead_note(o: &firsttoken_core::report::Overhead) -> String {
     }
 }
 
+/// The browser's network reading, when it changed during the run: the readings at the
+/// start and at the end (the crowd groups by the end's).
+fn network_change(client: &firsttoken_core::Client) -> Option<String> {
+    if client.network_changed() != Some(true) {
+        return None;
+    }
+    let words = |r: &firsttoken_core::schema::NetworkReading| {
+        [
+            r.effective_type.clone(),
+            r.rtt_ms
+                .map(|ms| format!("round trip about {}", format::ms(Some(ms)))),
+            r.downlink_mbps.map(|mbps| format!("{mbps} Mbps")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(", ")
+    };
+    Some(format!(
+        "The browser's own estimate of the network changed during the run: {} at the start, {} at the end (a move between networks, or the run's own slow answers; the browser rounds and caps these).",
+        words(client.at_start.as_ref()?),
+        words(&client.at_end())
+    ))
+}
+
 /// One cold request, with what the wait really was.
 pub fn cold_line(c: &ColdStart) -> String {
     let what = match (&c.ttft_ms, &c.error) {
@@ -360,6 +385,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
     let report = RunReport::of(&run);
     let limits = browser_limits(&run.engine)
         .into_iter()
+        .chain(network_change(&run.client))
         .map(|line| view! { <li>{line}</li> })
         .collect::<Vec<_>>();
     let rows = report

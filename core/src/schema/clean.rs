@@ -22,22 +22,39 @@ impl Run {
             sample.clean();
         }
         let client = &mut self.client;
-        if client
-            .effective_type
-            .as_deref()
-            .is_some_and(|t| !EFFECTIVE_TYPES.contains(&t))
-        {
-            client.effective_type = None;
+        clean_reading(
+            &mut client.effective_type,
+            &mut client.rtt_ms,
+            &mut client.downlink_mbps,
+        );
+        if let Some(start) = &mut client.at_start {
+            clean_reading(
+                &mut start.effective_type,
+                &mut start.rtt_ms,
+                &mut start.downlink_mbps,
+            );
         }
-        if client.rtt_ms.is_some_and(|v| !storable_time(v)) {
-            client.rtt_ms = None;
-        }
-        if client
-            .downlink_mbps
-            .is_some_and(|v| !(v.is_finite() && (0.0..=MAX_DOWNLINK_MBPS).contains(&v)))
-        {
-            client.downlink_mbps = None;
-        }
+    }
+}
+
+/// A Network Information reading with what no record may hold left out: an unknown
+/// effective type, an impossible round trip or rate.
+fn clean_reading(
+    effective_type: &mut Option<String>,
+    rtt_ms: &mut Option<f64>,
+    downlink_mbps: &mut Option<f64>,
+) {
+    if effective_type
+        .as_deref()
+        .is_some_and(|t| !EFFECTIVE_TYPES.contains(&t))
+    {
+        *effective_type = None;
+    }
+    if rtt_ms.is_some_and(|v| !storable_time(v)) {
+        *rtt_ms = None;
+    }
+    if downlink_mbps.is_some_and(|v| !(v.is_finite() && (0.0..=MAX_DOWNLINK_MBPS).contains(&v))) {
+        *downlink_mbps = None;
     }
 }
 

@@ -199,6 +199,38 @@ pub struct Client {
     pub effective_type: Option<String>,
     pub rtt_ms: Option<f64>,
     pub downlink_mbps: Option<f64>,
+    /// The same three read when the run started (the fields above are read when it
+    /// ended): a phone that moved from Wi-Fi to cellular during a 20-minute run, or a
+    /// browser whose estimate the run's own slow answers dragged down, shows here.
+    /// Left out when unknown, so a record made before this field hashes as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_start: Option<NetworkReading>,
+}
+
+/// What the Network Information API said at one moment.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkReading {
+    pub effective_type: Option<String>,
+    pub rtt_ms: Option<f64>,
+    pub downlink_mbps: Option<f64>,
+}
+
+impl Client {
+    /// The reading when the run ended.
+    pub fn at_end(&self) -> NetworkReading {
+        NetworkReading {
+            effective_type: self.effective_type.clone(),
+            rtt_ms: self.rtt_ms,
+            downlink_mbps: self.downlink_mbps,
+        }
+    }
+
+    /// Whether the browser's network reading changed between the run's start and its
+    /// end; `None` without a reading at the start.
+    pub fn network_changed(&self) -> Option<bool> {
+        Some(self.at_start.as_ref()? != &self.at_end())
+    }
 }
 
 /// The network a user says they are on.
@@ -464,6 +496,36 @@ mod tests {
     /// The Network Information API's types (`bluetooth`, `cellular`, `ethernet`, `none`,
     /// `mixed`, `other`, `unknown`, `wifi`, `wimax`): only cellular and Wi-Fi name a
     /// label; an Ethernet link could be fiber or cable, so it is left to the user.
+    /// The Network Information reading at the start and at the end of a run: a change
+    /// between them is recorded and said; a record without a start reading says nothing.
+    #[test]
+    fn a_network_reading_that_changed_during_the_run_is_told() {
+        let start = NetworkReading {
+            effective_type: Some("4g".into()),
+            rtt_ms: Some(50.0),
+            downlink_mbps: Some(10.0),
+        };
+        let mut client = Client {
+            effective_type: Some("4g".into()),
+            rtt_ms: Some(50.0),
+            downlink_mbps: Some(10.0),
+            at_start: Some(start.clone()),
+            ..Client::default()
+        };
+        assert_eq!(client.network_changed(), Some(false));
+        client.effective_type = Some("3g".into());
+        client.rtt_ms = Some(300.0);
+        assert_eq!(client.network_changed(), Some(true));
+        client.at_start = None;
+        assert_eq!(client.network_changed(), None);
+        // Left out of the JSON when unknown, so older records hash as they did.
+        assert!(
+            !serde_json::to_string(&client)
+                .expect("json")
+                .contains("at_start")
+        );
+    }
+
     #[test]
     fn the_network_guess_names_only_what_the_browser_says() {
         assert_eq!(

@@ -251,19 +251,33 @@ impl Client {
         {
             return Err(c.fail("browser_major", format!("is not a version: {major}")));
         }
+        self.at_end().validate(&c, "")?;
+        if let Some(start) = &self.at_start {
+            start.validate(&c, "at_start.")?;
+        }
+        Ok(())
+    }
+}
+
+impl NetworkReading {
+    /// Each field in its range; `prefix` names where the reading sits in the client.
+    fn validate(&self, c: &Check<'_>, prefix: &str) -> Result<(), ValidationError> {
         if let Some(effective) = &self.effective_type
             && !EFFECTIVE_TYPES.contains(&effective.as_str())
         {
             return Err(c.fail(
-                "effective_type",
+                &format!("{prefix}effective_type"),
                 "must be one of slow-2g, 2g, 3g, 4g (the Network Information API's values)",
             ));
         }
-        c.opt_time("rtt_ms", self.rtt_ms)?;
+        c.opt_time(&format!("{prefix}rtt_ms"), self.rtt_ms)?;
         if let Some(downlink) = self.downlink_mbps
             && !(downlink.is_finite() && (0.0..=MAX_DOWNLINK_MBPS).contains(&downlink))
         {
-            return Err(c.fail("downlink_mbps", "must be between 0 and 100000"));
+            return Err(c.fail(
+                &format!("{prefix}downlink_mbps"),
+                "must be between 0 and 100000",
+            ));
         }
         Ok(())
     }
