@@ -472,7 +472,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
                     <tbody>{rows}</tbody>
                 </table>
             </div>
-            <p class="status">"Each percentile has its 95% bootstrap interval beneath it, and is shown only where there are enough requests (p90 from 10, p99 from 100). Warm-up requests are left out; requests after idle time are listed one by one below."</p>
+            <p class="status">"Each percentile has its 95% interval beneath it (widened where the run's requests were alike in streaks), and is shown only where there are enough requests (p90 from 10, p99 from 100). Warm-up requests are left out; requests after idle time are listed one by one below."</p>
             {concurrency.map(|text| view! { <p class="reading" data-testid="concurrency-reading">{text}</p> })}
             {(report.degradation.len() > 1).then(|| view! { <ul class="reading" data-testid="concurrency-levels">{levels}</ul> })}
             {preflights.map(|text| view! { <p class="reading" data-testid="preflight-reading">{text}</p> })}
