@@ -61,6 +61,11 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// Uniform in `[0, 1)`: the top 53 bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
     /// A number in `0..n` (multiply-shift; its bias is below 2⁻³² for any n a run has).
     pub fn below(&mut self, n: usize) -> usize {
         ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
@@ -98,7 +103,7 @@ pub fn percentile_ci(sorted: &[f64], p: f64, resamples: usize, seed: u64) -> Opt
     let value = percentile_sorted(sorted, p)?;
     let n = sorted.len();
     if n > RESAMPLE_LIMIT {
-        return Some(large_sample_ci(sorted, p, value));
+        return Some(large_sample_ci(sorted, p, value, 1.0));
     }
     let mut rng = SplitMix64::new(seed);
     let mut counts = vec![0u32; n];
@@ -138,11 +143,14 @@ pub fn percentile_ci(sorted: &[f64], p: f64, resamples: usize, seed: u64) -> Opt
 /// The 97.5th percentile of the standard normal distribution.
 pub const Z_975: f64 = 1.959_963_984_540_054;
 
-fn large_sample_ci(sorted: &[f64], p: f64, value: f64) -> Estimate {
+/// The order-statistic interval: ranks `q(n−1) ± 1.96·√(n·q(1−q)·inflation)`, where
+/// `inflation` is how many times the percentile's variance exceeds independent values'
+/// (1 for independent ones).
+fn large_sample_ci(sorted: &[f64], p: f64, value: f64, inflation: f64) -> Estimate {
     let n = sorted.len() as f64;
     let q = p.clamp(0.0, 100.0) / 100.0;
     let rank = q * (n - 1.0);
-    let spread = Z_975 * (n * q * (1.0 - q)).sqrt();
+    let spread = Z_975 * (n * q * (1.0 - q) * inflation).sqrt();
     let at = |r: f64| {
         let r = r.clamp(0.0, n - 1.0);
         let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
@@ -242,20 +250,7 @@ pub fn run_percentile_ci(in_order: &[f64], sorted: &[f64], p: f64, seed: u64) ->
         return percentile_ci(sorted, p, BOOTSTRAP_RESAMPLES, seed);
     }
     let value = percentile_sorted(sorted, p)?;
-    let n = sorted.len() as f64;
-    let q = p.clamp(0.0, 100.0) / 100.0;
-    let rank = q * (n - 1.0);
-    let spread = Z_975 * (n * q * (1.0 - q) * inflation).sqrt();
-    let at = |r: f64| {
-        let r = r.clamp(0.0, n - 1.0);
-        let (lo, hi) = (r.floor() as usize, r.ceil() as usize);
-        sorted[lo] + (sorted[hi] - sorted[lo]) * (r - lo as f64)
-    };
-    Some(Estimate {
-        value,
-        low: at(rank - spread),
-        high: at(rank + spread),
-    })
+    Some(large_sample_ci(sorted, p, value, inflation))
 }
 
 /// How many times the variance of the `p`-th percentile of `in_order` exceeds what

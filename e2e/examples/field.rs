@@ -499,14 +499,9 @@ async fn run_in_app(server: &TestServer, browser: &Browser, plan: Plan) -> anyho
     browser
         .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
         .await?;
-    let ids = server.db.run_ids().await?;
-    anyhow::ensure!(ids.len() == runs_before + 1, "the run was not stored");
-    let record = server
-        .db
-        .run_record(ids.last().context("a run")?)
-        .await?
-        .context("stored")?;
-    Ok(serde_json::from_str(&record)?)
+    Ok(serde_json::from_str(
+        &server.record_after(runs_before).await?,
+    )?)
 }
 
 fn ms(value: Option<f64>) -> String {

@@ -250,6 +250,21 @@ impl TestServer {
         Ok(records)
     }
 
+    /// The record of the one run stored since there were `runs_before`; an error if none
+    /// or several were.
+    pub async fn record_after(&self, runs_before: usize) -> anyhow::Result<String> {
+        let ids = self.db.run_ids().await?;
+        anyhow::ensure!(
+            ids.len() == runs_before + 1,
+            "{} runs stored since, not 1",
+            ids.len().saturating_sub(runs_before)
+        );
+        self.db
+            .run_record(ids.last().context("a run")?)
+            .await?
+            .context("stored")
+    }
+
     pub async fn only_record(&self) -> anyhow::Result<serde_json::Value> {
         let ids = self.db.run_ids().await?;
         anyhow::ensure!(ids.len() == 1, "{} runs stored, not 1", ids.len());

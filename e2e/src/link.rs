@@ -61,6 +61,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 
+use firsttoken_core::stats::SplitMix64;
+
 /// The most bytes read (and so delivered) as one chunk: 16 KiB is 131 ms at 1 Mbps, small
 /// enough for the bandwidth shaping to look smooth to a reader.
 pub const CHUNK_BYTES: usize = 16 * 1024;
@@ -455,7 +457,7 @@ impl Clock {
             secs_per_byte: 8.0 / (mbps * 1e6),
             wire_free: can_send,
             last_delivery: accepted,
-            random: SplitMix64(seed),
+            random: SplitMix64::new(seed),
         }
     }
 
@@ -482,26 +484,6 @@ fn millis(ms: f64) -> Duration {
 /// panicking.
 fn secs(s: f64) -> Duration {
     Duration::try_from_secs_f64(s).unwrap_or(Duration::ZERO)
-}
-
-/// A tiny pseudo-random generator (SplitMix64) for the jitter: no cryptographic quality
-/// needed, and no dependency for it.
-#[derive(Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 #[cfg(test)]

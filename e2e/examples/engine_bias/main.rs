@@ -535,11 +535,7 @@ async fn run_in_app(
     browser
         .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(30))
         .await?;
-    let ids = server.db.run_ids().await?;
-    anyhow::ensure!(ids.len() == runs_before + 1, "the run was not stored");
-    let run_id = ids.last().context("a run")?;
-    let record: Value =
-        serde_json::from_str(&server.db.run_record(run_id).await?.context("stored")?)?;
+    let record: Value = serde_json::from_str(&server.record_after(runs_before).await?)?;
     if level > HTTP1_CONNECTIONS_PER_HOST {
         let protocols: Vec<&str> = record["samples"]
             .as_array()
