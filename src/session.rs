@@ -234,6 +234,17 @@ impl Session {
             FromEngine::Sample(sample) => batch.push(*sample),
             FromEngine::Finished(finished) => {
                 batch.flush();
+                if !finished.withdrawn.is_empty() {
+                    this.samples.update(|samples| {
+                        for s in samples.iter_mut() {
+                            if finished.withdrawn.contains(&s.index)
+                                && let Some(conn) = s.conn.as_mut()
+                            {
+                                conn.new_connection = None;
+                            }
+                        }
+                    });
+                }
                 let mut engine = finished.engine;
                 crate::engine::features::merge(
                     &mut engine.unavailable,

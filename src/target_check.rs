@@ -2,13 +2,15 @@
 //! engine's own code, so it meets CORS, caching and connections as the runs will) and the
 //! same again straight after it (is the client port the target reports the browser's?),
 //! then, where the study names them, two to fresh host names (does the browser coalesce
-//! them?), one probe and one to each compared target. When the request gets no
+//! them?), one probe and one to each compared target, and for a request that needs a CORS
+//! preflight the same once more after a wait (is the preflight's answer kept?). When the
+//! request gets no
 //! response, a few small requests tell an unreachable server from a CORS refusal, and
 //! which header the preflight refused.
 //! [`firsttoken_core::check`] reads what they showed as a checklist.
 
 use firsttoken_core::Plan;
-use firsttoken_core::check::{Cors, Fresh, Observed, Reply, preflight_headers};
+use firsttoken_core::check::{Cors, Fresh, Observed, PREFLIGHT_WAIT_MS, Reply, preflight_headers};
 use firsttoken_core::schema::{ErrorClass, origin_of};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
@@ -121,12 +123,25 @@ pub async fn run(plan: &Plan) -> Observed {
         }
     }
 
+    // Once more after a wait longer than a browser keeps a preflight's answer without
+    // Access-Control-Max-Age: does it wait for a new preflight?
+    let mut after_wait = None;
+    if main.preflighted && main_again.as_ref().is_some_and(Reply::answered) {
+        scope.sleep(PREFLIGHT_WAIT_MS).await;
+        let again = RequestSpec {
+            keep_body: false,
+            ..spec.clone()
+        };
+        after_wait = Some(reply(&measure_alone(&scope, &again, &context).await));
+    }
+
     Observed {
         page_origin,
         dialect: target.dialect.clone(),
         request_headers,
         main: reply(&main),
         main_again,
+        after_wait,
         cors,
         fresh,
         probe,
@@ -151,6 +166,7 @@ fn reply(m: &Measured) -> Reply {
         stream_timings: s.stream_timings.as_ref().map_or(0, |t| t.len()),
         preflighted: m.preflighted,
         client_port: m.client_port,
+        redirected: s.redirected,
         body_start: m.body_start.clone(),
     }
 }

@@ -98,6 +98,8 @@ impl PortOff {
 pub struct ConnectionLog {
     ports: HashSet<(u32, u16)>,
     state: HashMap<u32, PortState>,
+    /// Whether the latest answer came from the port alone (Resource Timing told nothing).
+    last_by_port: bool,
 }
 
 impl ConnectionLog {
@@ -147,7 +149,15 @@ impl ConnectionLog {
             PortState::Trusted(_) => first_use,
             _ => None,
         };
+        self.last_by_port = timing.is_none() && by_port.is_some();
         timing.or(by_port)
+    }
+
+    /// Whether the latest [`Self::new_connection`] answer rests on the client port alone:
+    /// if the port is later switched off for its target, that answer is withdrawn too
+    /// (the request's connection then cannot be told).
+    pub fn last_by_port(&self) -> bool {
+        self.last_by_port
     }
 
     /// Why the port of `target` is not believed, if it is not: `None` while it is, or
@@ -285,6 +295,27 @@ mod tests {
             ..port(0, 40_004)
         };
         assert_eq!(log.new_connection(same_origin_reuse), Some(false));
+    }
+
+    /// Answers that rest on the port alone say so, so the runner can withdraw them when
+    /// the port is switched off later in the run; answers Resource Timing gave do not.
+    #[test]
+    fn answers_from_the_port_alone_are_marked() {
+        let mut log = ConnectionLog::default();
+        proven(&mut log, 0, 40_001);
+        assert!(log.last_by_port(), "the warm-up pair's second, by its port");
+        assert_eq!(log.new_connection(port(0, 40_002)), Some(true));
+        assert!(log.last_by_port());
+        let timed = Witness {
+            timing_reused: Some(true),
+            preflighted: false,
+            ..port(0, 40_002)
+        };
+        assert_eq!(log.new_connection(timed), Some(false));
+        assert!(!log.last_by_port(), "Resource Timing's");
+        assert_eq!(log.new_connection(port(0, 0)), None);
+        assert!(!log.last_by_port());
+        assert_eq!(log.port_off(0), Some(PortOff::Zero));
     }
 
     /// A request without a preflight that Resource Timing shows reused is reused, whatever

@@ -264,6 +264,11 @@ pub const COLUMNS: &[Column] = &[
         read: |l| Value::Real(l.conn().and_then(|c| c.sent_ms)),
     },
     Column {
+        name: "wait_ms",
+        meaning: "Resource Timing: from the request sent to the answer's first byte (a round trip and the server's time to its head)",
+        read: |l| Value::Real(l.conn().and_then(|c| c.wait_ms)),
+    },
+    Column {
         name: "hidden",
         meaning: "the page was hidden during the request (or a cold request's wait)",
         read: |l| Value::Bool(Some(l.sample.hidden)),
@@ -272,6 +277,11 @@ pub const COLUMNS: &[Column] = &[
         name: "retry_wait_ms",
         meaning: "after a 429: the wait its Retry-After asked for (never in a latency)",
         read: |l| Value::Real(l.sample.retry_wait_ms),
+    },
+    Column {
+        name: "redirected",
+        meaning: "the response came after a redirect (its round trips are in the times)",
+        read: |l| Value::Bool(Some(l.sample.redirected)),
     },
     Column {
         name: "dropped",

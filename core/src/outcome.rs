@@ -90,6 +90,7 @@ pub fn sample(
         idle_spent_ms: None,
         idle_timer_late_ms: None,
         retry_wait_ms: None,
+        redirected: false,
         dropped: 0,
     };
     sample.clean();

@@ -59,9 +59,14 @@ pub struct ConnectionCost {
     pub median_fresh_ttft_ms: Option<f64>,
     /// Median TTFT of the steady requests verified reused that answered.
     pub median_warm_ttft_ms: Option<f64>,
-    /// Median fresh minus median warm TTFT with its 95% interval (each group resampled
-    /// on its own): `None` without values on both sides.
+    /// Fresh minus warm TTFT with its 95% interval: the median of the differences of
+    /// [`Self::pairs`] (each fresh request verified new against the steady request sent
+    /// right before it, verified warm: the same minute of the network), resampled by
+    /// pair; with fewer than [`MIN_PAIRS`] pairs, the median fresh minus the median warm,
+    /// each group resampled on its own. `None` without values on both sides.
     pub difference: Option<Estimate>,
+    /// The pairs the difference is read from; 0 when it is read unpaired.
+    pub pairs: usize,
     /// Median time from `fetch()` to the request sent (`conn.sent_ms`) of the fresh
     /// requests verified new, and of the steady ones verified warm: the part of the
     /// difference the browser spent before the request left (DNS, connection, TLS,
@@ -127,6 +132,31 @@ impl ConnectionCost {
     }
 }
 
+/// The fewest fresh–warm pairs a new host name's cost is read from pair by pair.
+pub const MIN_PAIRS: usize = 3;
+
+/// Each answered fresh request verified new with the steady request sent right before it
+/// with the same scenario (the runner sends them so), verified warm and answered: their
+/// TTFTs.
+fn fresh_pairs(run: &Run) -> Vec<(f64, f64)> {
+    let by_index: BTreeMap<u32, &Sample> = run.samples.iter().map(|s| (s.index, s)).collect();
+    let answered = |s: &Sample| s.ttft_ms.filter(|_| s.error.is_none() && s.target == 0);
+    run.samples
+        .iter()
+        .filter(|s| s.phase == Phase::Fresh && new_connection(s) == Some(true))
+        .filter_map(|fresh| {
+            let warm = by_index.get(&fresh.index.checked_sub(1)?)?;
+            if warm.phase != Phase::Steady
+                || new_connection(warm) != Some(false)
+                || warm.scenario != fresh.scenario
+            {
+                return None;
+            }
+            Some((answered(fresh)?, answered(warm)?))
+        })
+        .collect()
+}
+
 /// One cold request: a single value, never pooled into statistics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ColdStart {
@@ -174,10 +204,30 @@ pub struct Overhead {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProbeRoundTrip {
     /// Over the warm probes only: the first one, or any seen opening a connection, pays
-    /// for DNS, TCP and TLS too.
+    /// for DNS, TCP and TLS too, and one that was redirected paid a round trip per hop.
     pub rtt: Option<Distribution>,
+    /// How many probes the run sent.
+    pub probes: usize,
     /// Probes left out as not warm.
     pub cold_probes: usize,
+    /// Probes left out because the probe URL redirected them.
+    pub redirected: usize,
+    /// The round trip is Resource Timing's, from each probe sent to its answer's first
+    /// byte (`conn.wait_ms`); otherwise the page's own, from `fetch()` to the response
+    /// head, which adds the page's hops to and from the browser's network stack.
+    pub from_stack: bool,
+    /// Of the warm probes, those counted warm only because they came after the first:
+    /// the browser showed nothing of their connection (no `Timing-Allow-Origin`, no
+    /// client port), so one that opened a connection of its own cannot be told.
+    pub unverified: usize,
+}
+
+impl ProbeRoundTrip {
+    /// Every probe after the first was seen opening a connection of its own: the probe
+    /// endpoint closes its connections (`Connection: close`, or a keep-alive of zero).
+    pub fn each_opened_a_connection(&self) -> bool {
+        self.probes > 1 && self.cold_probes == self.probes
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -259,16 +309,34 @@ fn probe_round_trip(run: &Run) -> Option<ProbeRoundTrip> {
         Some(new) => !new,
         None => *i > 0,
     };
-    let warm_rtt: Vec<f64> = probes
+    let counted: Vec<&Sample> = probes
         .iter()
         .enumerate()
         .filter(warm)
-        .filter(|(_, s)| s.error.is_none())
-        .filter_map(|(_, s)| s.headers_ms)
+        .filter(|(_, s)| s.error.is_none() && !s.redirected)
+        .map(|(_, s)| *s)
         .collect();
+    // The network stack's own timing where every counted probe has it (the page's hops
+    // to and from the network stack are no part of a round trip), else the page's.
+    let stack: Option<Vec<f64>> = counted
+        .iter()
+        .map(|s| s.conn.as_ref().and_then(|c| c.wait_ms))
+        .collect();
+    let from_stack = stack.as_ref().is_some_and(|w| !w.is_empty());
+    let warm_rtt: Vec<f64> = match stack.filter(|w| !w.is_empty()) {
+        Some(waits) => waits,
+        None => counted.iter().filter_map(|s| s.headers_ms).collect(),
+    };
     Some(ProbeRoundTrip {
         rtt: stats::distribution(&warm_rtt, BOOTSTRAP_SEED),
+        probes: probes.len(),
         cold_probes: probes.iter().enumerate().filter(|p| !warm(p)).count(),
+        redirected: probes.iter().filter(|s| s.redirected).count(),
+        from_stack,
+        unverified: counted
+            .iter()
+            .filter(|s| new_connection(s).is_none())
+            .count(),
     })
 }
 
@@ -313,12 +381,23 @@ impl RunReport {
             .iter()
             .map(|&k| {
                 let mut batches: BTreeMap<Option<u32>, Vec<Option<f64>>> = BTreeMap::new();
+                // A batch in which a request was seen opening a connection of its own paid
+                // TCP, TLS and a preflight there, which is no part of waiting behind other
+                // requests, and shifted who waited for whom: the whole batch is left out
+                // (leaving out only that request would keep its batch's first in line and
+                // read a one-at-a-time server as faster than it is). The phase's opening
+                // batch opens the connections first, so this is rare.
+                let mut opened = std::collections::BTreeSet::new();
                 for s in concurrency.iter().filter(|s| s.concurrency == k) {
+                    if new_connection(s) == Some(true) {
+                        opened.insert(s.batch);
+                    }
                     batches
                         .entry(s.batch)
                         .or_default()
                         .push(s.ttft_ms.filter(|_| s.error.is_none()));
                 }
+                batches.retain(|batch, _| !opened.contains(batch));
                 (k, batches.into_values().collect())
             })
             .collect();
@@ -364,6 +443,13 @@ impl RunReport {
                     .filter_map(|s| s.conn.as_ref().and_then(|c| c.sent_ms))
                     .collect()
             };
+            let pairs = fresh_pairs(run);
+            let difference = if pairs.len() >= MIN_PAIRS {
+                let (fresh, warm): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
+                stats::paired_overhead(&fresh, &warm, BOOTSTRAP_SEED)
+            } else {
+                stats::difference_of_medians(&fresh_ttft, &warm_ttft, BOOTSTRAP_SEED)
+            };
             report.connection = Some(ConnectionCost {
                 fresh_requests: fresh.len(),
                 verified_new: verified_new.len(),
@@ -375,7 +461,12 @@ impl RunReport {
                 verified_warm: verified_warm.len(),
                 median_fresh_ttft_ms: median(&fresh_ttft),
                 median_warm_ttft_ms: median(&warm_ttft),
-                difference: stats::difference_of_medians(&fresh_ttft, &warm_ttft, BOOTSTRAP_SEED),
+                difference,
+                pairs: if pairs.len() >= MIN_PAIRS {
+                    pairs.len()
+                } else {
+                    0
+                },
                 median_fresh_sent_ms: median(&sent(&verified_new)),
                 median_warm_sent_ms: median(&sent(&verified_warm)),
                 port_off: run.engine.client_port_off,
@@ -687,7 +778,157 @@ mod tests {
         let without = vec![probe(90.0, None), probe(30.0, None), probe(34.0, None)];
         let p = RunReport::of(&run(without, 1)).probes.expect("probes");
         assert_eq!(p.cold_probes, 1);
+        assert_eq!(p.unverified, 2);
         assert_eq!(p.rtt.map(|d| d.p50.value), Some(32.0));
+    }
+
+    /// Over HTTP/1.1 a batch at 3 at once that opens the two connections it lacks pays
+    /// TCP, TLS and a preflight in two of its requests (here 500 ms), and on a server that
+    /// handles one request at a time the warm request goes first: the whole batch is left
+    /// out, so the level reads one at a time (2×), neither slower for the set-up nor, as
+    /// leaving out only the two would, faster for the warm one's lone 1 turn.
+    #[test]
+    fn a_batch_that_opened_connections_is_left_out_of_its_level() {
+        let mut samples = Vec::new();
+        for batch in 0..6 {
+            let wobble = f64::from(batch);
+            samples.push(on(
+                Some(false),
+                Sample {
+                    concurrency: 1,
+                    batch: Some(batch),
+                    ..sample(0, Phase::Concurrency, 0, 300.0 + wobble)
+                },
+            ));
+            for turn in 1..=3 {
+                let new = batch == 0 && turn > 1;
+                let ttft = 300.0 * f64::from(turn) + wobble + if new { 500.0 } else { 0.0 };
+                samples.push(on(
+                    Some(new),
+                    Sample {
+                        concurrency: 3,
+                        batch: Some(batch),
+                        ..sample(0, Phase::Concurrency, 0, ttft)
+                    },
+                ));
+            }
+        }
+        let report = RunReport::of(&run(samples, 1));
+        let at3 = report
+            .degradation
+            .iter()
+            .find(|d| d.level == 3)
+            .expect("level 3");
+        assert_eq!(
+            at3.requests, 15,
+            "the batch that opened connections left out"
+        );
+        let ratio = at3.ratio.expect("a ratio");
+        assert!((ratio.value - 2.0).abs() < 0.02, "{ratio:?}");
+    }
+
+    /// Each fresh request is read against the steady request sent right before it: a
+    /// network that slowed by 200 ms between the steady phase and the fresh one (a
+    /// drift, not a connection's cost) adds 200 ms to a median-against-median reading,
+    /// and nothing to the paired one.
+    #[test]
+    fn a_new_host_names_cost_is_read_pair_by_pair() {
+        let mut samples = Vec::new();
+        // Steady requests before the drift, at 300 ms.
+        for i in 0..10 {
+            samples.push(on(Some(false), sample(i, Phase::Steady, 0, 300.0)));
+        }
+        // Then the network slows by 200 ms; pairs of warm (500) and fresh (500 + 150).
+        for p in 0..5u32 {
+            let at = 10 + 2 * p;
+            let wobble = f64::from(p);
+            samples.push(on(
+                Some(false),
+                sample(at, Phase::Steady, 0, 500.0 + wobble),
+            ));
+            samples.push(on(
+                Some(true),
+                sample(at + 1, Phase::Fresh, 0, 650.0 + wobble),
+            ));
+        }
+        let c = RunReport::of(&run(samples.clone(), 1))
+            .connection
+            .expect("fresh");
+        assert_eq!(c.pairs, 5);
+        let d = c.difference.expect("a difference");
+        assert_eq!(d.value, 150.0);
+        assert!(d.low <= 150.0 && d.high >= 150.0, "{d:?}");
+        // Unpaired (the fresh requests after the whole steady phase), the drift would be
+        // read as cost: median fresh 652 against median warm 300.
+        let unpaired: Vec<Sample> = samples
+            .into_iter()
+            .map(|mut s| {
+                if s.phase == Phase::Fresh {
+                    s.index += 100;
+                }
+                s
+            })
+            .collect();
+        let c = RunReport::of(&run(unpaired, 1)).connection.expect("fresh");
+        assert_eq!(c.pairs, 0);
+        assert!(c.difference.expect("a difference").value > 340.0);
+    }
+
+    /// A probe URL that redirects pays a round trip per hop (at 100 ms, 200 ms read as
+    /// the round trip), and one whose endpoint closes each connection pays TCP and TLS
+    /// every time: neither gives a round trip, and each says why.
+    #[test]
+    fn probes_that_redirect_or_reconnect_give_no_round_trip() {
+        let probe = |ms: f64, new: bool, redirected: bool| {
+            let mut s = on(Some(new), sample(0, Phase::Probe, 0, 0.0));
+            s.headers_ms = Some(ms);
+            s.ttft_ms = None;
+            s.redirected = redirected;
+            s
+        };
+        let redirected = vec![
+            probe(410.0, true, true),
+            probe(205.0, false, true),
+            probe(203.0, false, true),
+        ];
+        let p = RunReport::of(&run(redirected, 1)).probes.expect("probes");
+        assert_eq!(p.redirected, 3);
+        assert_eq!(p.rtt, None);
+        let closing = vec![
+            probe(310.0, true, false),
+            probe(305.0, true, false),
+            probe(308.0, true, false),
+        ];
+        let p = RunReport::of(&run(closing, 1)).probes.expect("probes");
+        assert!(p.each_opened_a_connection());
+        assert_eq!(p.rtt, None);
+        // One redirected probe among warm ones is left out, the rest stand.
+        let one = vec![
+            probe(310.0, true, false),
+            probe(205.0, false, true),
+            probe(101.0, false, false),
+            probe(103.0, false, false),
+        ];
+        let p = RunReport::of(&run(one.clone(), 1)).probes.expect("probes");
+        assert!(!p.from_stack);
+        assert_eq!((p.redirected, p.unverified), (1, 0));
+        // With the network stack's own timing, that is the round trip: the page's hops
+        // to and from it are left out.
+        let stacked: Vec<Sample> = one
+            .into_iter()
+            .map(|mut s| {
+                let page = s.headers_ms.unwrap_or_default();
+                if let Some(c) = s.conn.as_mut() {
+                    c.wait_ms = Some(page - 2.5);
+                }
+                s
+            })
+            .collect();
+        let q = RunReport::of(&run(stacked, 1)).probes.expect("probes");
+        assert!(q.from_stack);
+        assert_eq!(q.rtt.map(|d| d.p50.value), Some(99.5));
+        assert!(!p.each_opened_a_connection());
+        assert_eq!(p.rtt.map(|d| d.p50.value), Some(102.0));
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub enum Dimension {
     TargetLabel,
     TargetVersion,
     Phase,
+    /// What a request of a phase met that makes it unlike the phase's others: a cold
+    /// request's idle time, a fresh request's connection as verified. `null` for the
+    /// rest. See [`condition`].
+    Condition,
     Concurrency,
     Scenario,
     /// The share link the run came from (its study id).
@@ -40,7 +44,7 @@ pub enum Dimension {
 }
 
 impl Dimension {
-    pub const ALL: [Dimension; 11] = [
+    pub const ALL: [Dimension; 12] = [
         Dimension::Network,
         Dimension::EffectiveType,
         Dimension::Browser,
@@ -49,6 +53,7 @@ impl Dimension {
         Dimension::TargetLabel,
         Dimension::TargetVersion,
         Dimension::Phase,
+        Dimension::Condition,
         Dimension::Concurrency,
         Dimension::Scenario,
         Dimension::Study,
@@ -65,6 +70,7 @@ impl Dimension {
             Dimension::TargetLabel => "target_label",
             Dimension::TargetVersion => "target_version",
             Dimension::Phase => "phase",
+            Dimension::Condition => "condition",
             Dimension::Concurrency => "concurrency",
             Dimension::Scenario => "scenario",
             Dimension::Study => "study",
@@ -82,6 +88,7 @@ impl Dimension {
             Dimension::TargetLabel => "Target",
             Dimension::TargetVersion => "Version",
             Dimension::Phase => "Phase",
+            Dimension::Condition => "Condition",
             Dimension::Concurrency => "Concurrency",
             Dimension::Scenario => "Scenario",
             Dimension::Study => "Link",
@@ -90,6 +97,35 @@ impl Dimension {
 
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+/// What made a request unlike the others of its phase, for the crowd's cells: pooled
+/// together they would make a figure no request had. A cold request's idle time
+/// (`idle 15 s`, `idle 10 min`: one after a minute and one after ten do not wait alike),
+/// and a fresh request's connection as the run verified it (`new connection`, `reused
+/// connection`: the browser coalesced or reused one, `connection not verified`). `None`
+/// for every other request.
+pub fn condition(sample: &crate::Sample) -> Option<String> {
+    match sample.phase {
+        crate::Phase::Cold => sample.idle_ms.map(|ms| {
+            if ms % 60_000 == 0 {
+                format!("idle {} min", ms / 60_000)
+            } else if ms % 1000 == 0 {
+                format!("idle {} s", ms / 1000)
+            } else {
+                format!("idle {ms} ms")
+            }
+        }),
+        crate::Phase::Fresh => Some(
+            match sample.conn.as_ref().and_then(|c| c.new_connection) {
+                Some(true) => "new connection",
+                Some(false) => "reused connection",
+                None => "connection not verified",
+            }
+            .to_owned(),
+        ),
+        _ => None,
     }
 }
 

@@ -222,8 +222,16 @@ pub fn connection_reading(c: &ConnectionCost) -> String {
                     format::ms(Some(-d.low)),
                 )
             };
+            let how = if c.pairs > 0 {
+                format!(
+                    "the median of {} pairs, each fresh request against the warm one sent right before it",
+                    c.pairs
+                )
+            } else {
+                "median against median".to_owned()
+            };
             format!(
-                "{what}: {} on {} requests verified on a new connection, {} on {} verified on a warm one (medians).{sent} A returning user reconnecting to the same host name pays less: DNS cached, TLS resumed, the preflight cached.{left_out}",
+                "{what}, {how}: {} on {} requests verified on a new connection, {} on {} verified on a warm one (medians).{sent} A returning user reconnecting to the same host name pays less: DNS cached, TLS resumed, the preflight cached.{left_out}",
                 format::ms(c.median_fresh_ttft_ms),
                 c.verified_new,
                 format::ms(c.median_warm_ttft_ms),
@@ -338,20 +346,42 @@ pub fn cold_line(c: &ColdStart) -> String {
     )
 }
 
-/// The network round trip from the warm probes.
+/// The network round trip from the warm probes, or why there is none.
 fn probe_line(p: &ProbeRoundTrip) -> String {
     let left_out = match p.cold_probes {
         0 => String::new(),
         1 => " (the probe that opened the connection left out)".to_owned(),
         n => format!(" ({n} probes that opened connections left out)"),
     };
+    let mut more = String::new();
+    if p.redirected > 0 {
+        more.push_str(&format!(
+            " {} of the {} probes were redirected and are left out: each redirect costs a round trip of its own. Point the probe at the URL it ends on.",
+            p.redirected, p.probes
+        ));
+    }
+    if p.unverified > 0 {
+        more.push_str(&format!(
+            " The browser showed nothing of the connection of {} of them (no Timing-Allow-Origin, no client port): one that opened a connection would be counted too.",
+            p.unverified
+        ));
+    }
     match &p.rtt {
         Some(d) => format!(
-            "Network round trip to the target: {} median of {} warm probes{left_out}.",
+            "Network round trip to the target: {} median of {} warm probes, {}{left_out}.{more}",
             format::ms(Some(d.p50.value)),
-            d.count
+            d.count,
+            if p.from_stack {
+                "from each probe sent to its answer's first byte as the browser's network stack timed it, the probe handler's own time included"
+            } else {
+                "from fetch() to the response head, the probe handler's own time and the page's hops to the browser's network stack included"
+            }
         ),
-        None => format!("No network round trip: no warm probe answered{left_out}."),
+        None if p.each_opened_a_connection() => format!(
+            "No network round trip: each of the {} probes opened a connection of its own, so each paid TCP and TLS too (the probe endpoint closes its connections: Connection: close, or no keep-alive).{more}",
+            p.probes
+        ),
+        None => format!("No network round trip: no warm probe answered{left_out}.{more}"),
     }
 }
 

@@ -52,4 +52,7 @@ pub struct Finished {
     pub demo: Vec<bool>,
     pub cancelled: bool,
     pub engine: EngineReport,
+    /// Samples (by index) whose new-or-reused label rested on the client port alone, the
+    /// port switched off later in the run: their connection cannot be told after all.
+    pub withdrawn: Vec<u32>,
 }

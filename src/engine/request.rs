@@ -68,6 +68,8 @@ pub struct Measured {
     /// The URL requested, as the browser writes it: the name of its Resource Timing
     /// entry, even after a redirect.
     pub timing_name: Option<String>,
+    /// The response came after a redirect (`Response.redirected`).
+    pub redirected: bool,
     /// `performance.now()` just before `fetch()`.
     pub t0: f64,
     /// The body was read to its end (so the browser makes a Resource Timing entry).
@@ -285,6 +287,7 @@ impl Ended {
             self.end_ms,
         );
         measured.sample.hidden = self.hidden;
+        measured.sample.redirected = measured.redirected;
         measured
     }
 }
@@ -419,6 +422,7 @@ pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext
             client_port: None,
             preflighted,
             timing_name,
+            redirected: false,
             t0: 0.0,
             completed: false,
             retry_after_ms: None,
@@ -492,6 +496,7 @@ impl Prepared {
             at.phase.streams() && !outcome::is_event_stream(&head.content_type);
         self.measured.content_type = Some(head.content_type.clone());
         self.measured.demo = header(DEMO_HEADER).is_some();
+        self.measured.redirected = response.redirected();
         self.measured.client_port = header(CLIENT_PORT_HEADER).and_then(|p| p.trim().parse().ok());
         if head.status == 429 {
             self.measured.retry_after_ms = header("retry-after").and_then(|v| retry_after_ms(&v));

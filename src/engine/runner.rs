@@ -1,10 +1,11 @@
-//! Runs a plan's phases in order: probes, warm-up, steady, fresh connections, concurrency
-//! batches, cold waits and interleaved comparisons. Each finished request is handed to
+//! Runs a plan's phases in order: probes, warm-up, steady, fresh connections (each right
+//! after a steady request held back for it), concurrency batches (the levels taking
+//! turns), cold waits and interleaved comparisons. Each finished request is handed to
 //! the caller at once; nothing is drawn here.
 
 use firsttoken_core::connections::{ConnectionLog, Witness};
 use firsttoken_core::outcome::Position;
-use firsttoken_core::plan::{PhasePlan, RunTag, batches};
+use firsttoken_core::plan::{PhasePlan, RunTag, batches, opening_batch};
 use firsttoken_core::schema::{Connection, EngineReport, MAX_RETRY_WAIT_MS, origin_of};
 use firsttoken_core::{Phase, Plan, Sample};
 use futures_util::future::join_all;
@@ -57,6 +58,8 @@ pub async fn run_plan(
         rotation: vec![0; plan.targets.len()],
         connections: ConnectionLog::default(),
         origins: HashSet::new(),
+        by_port: Vec::new(),
+        withdrawn: Vec::new(),
         last_alone: None,
         fresh_base: fresh_base(tag),
         fresh_count: 0,
@@ -89,19 +92,52 @@ pub async fn run_plan(
                 run.sequential(Phase::Warmup, *requests, &mut emit).await
             }
             PhasePlan::Steady { requests } => {
-                run.sequential(Phase::Steady, *requests, &mut emit).await
+                let held = plan.steady_held_for_fresh(number);
+                run.sequential(Phase::Steady, requests - held, &mut emit)
+                    .await
             }
             PhasePlan::Fresh { requests } => {
-                run.sequential(Phase::Fresh, *requests, &mut emit).await
+                // Each fresh request right after a steady one held back for it: the pair
+                // shares the network's minute.
+                let held = number
+                    .checked_sub(1)
+                    .map_or(0, |before| plan.steady_held_for_fresh(before));
+                for i in 0..*requests {
+                    if i < held {
+                        run.pair(&mut emit).await;
+                    } else {
+                        run.sequential(Phase::Fresh, 1, &mut emit).await;
+                    }
+                }
             }
             PhasePlan::Concurrency {
                 levels,
                 requests_per_level,
             } => {
-                for &k in levels {
-                    for batch in 0..batches(*requests_per_level, k) {
+                // The levels take turns, a batch of each in every round, so a network or
+                // server that drifts during the phase falls on every level alike instead
+                // of reading as the higher levels' slowdown.
+                let most = levels
+                    .iter()
+                    .map(|&k| batches(*requests_per_level, k))
+                    .max()
+                    .unwrap_or(0);
+                // First, uncounted, a batch as large as the highest level: it opens the
+                // connections the levels will use.
+                let opening = opening_batch(levels);
+                if opening > 0 && !controls.cancel.is_cancelled() {
+                    let at = (0..opening)
+                        .map(|_| run.position(Phase::Warmup, 0, opening, None, None))
+                        .collect();
+                    run.batch(at, &mut emit).await;
+                }
+                for batch in 0..most {
+                    for &k in levels {
                         if controls.cancel.is_cancelled() {
                             break;
+                        }
+                        if batch >= batches(*requests_per_level, k) {
+                            continue;
                         }
                         let at = (0..k)
                             .map(|_| run.position(Phase::Concurrency, 0, k, Some(batch), None))
@@ -146,6 +182,7 @@ pub async fn run_plan(
             unavailable: features::resource_timing_unavailable(&run.samples),
             client_port_off: run.connections.port_off(0),
         },
+        withdrawn: run.withdrawn.clone(),
     }));
     run.samples
 }
@@ -198,6 +235,10 @@ struct Runner<'a> {
     /// The origins the run has sent a request to: a new one's first request over
     /// HTTP/1.1 opens a connection of its own.
     origins: HashSet<String>,
+    /// Samples (target, index) labelled new or reused by the client port alone.
+    by_port: Vec<(u32, u32)>,
+    /// Of those, the ones withdrawn when their target's port was switched off.
+    withdrawn: Vec<u32>,
     /// The target and URL of the latest request, when it ran alone and not after an idle
     /// wait: the next request alone to the same URL is back to back with it.
     last_alone: Option<(u32, String)>,
@@ -298,6 +339,24 @@ impl Runner<'_> {
         }
     }
 
+    /// A steady request, then a fresh one with the same scenario straight after it: the
+    /// two differ only in the fresh request's new host name, and share the network's
+    /// minute.
+    async fn pair(&mut self, emit: &mut impl FnMut(FromEngine)) {
+        if self.context.cancel.is_cancelled() {
+            return;
+        }
+        let steady = self.position(Phase::Steady, 0, 1, None, None);
+        let fresh = Position {
+            phase: Phase::Fresh,
+            ..steady.clone()
+        };
+        self.batch(vec![steady], emit).await;
+        if !self.context.cancel.is_cancelled() {
+            self.batch(vec![fresh], emit).await;
+        }
+    }
+
     /// Waits `idle` ms, then sends one request; says whether the run goes on. The sample
     /// records the idle time actually spent, how late the wait's timer came back, and
     /// whether the page was hidden during the wait.
@@ -367,6 +426,7 @@ impl Runner<'_> {
             let back_to_back =
                 alone && self.last_alone.as_ref() == Some(&(sample.target, url.clone()));
             let new_origin = origin_of(&url).is_some_and(|o| self.origins.insert(o));
+            let port_was_off = self.connections.port_off(sample.target).is_some();
             let new_connection = self.connections.new_connection(Witness {
                 target: sample.target,
                 port: m.client_port,
@@ -377,6 +437,26 @@ impl Runner<'_> {
                 back_to_back,
             });
             self.last_alone = alone.then_some((sample.target, url));
+            let index = (self.samples.len() + kept.len()) as u32;
+            if self.connections.last_by_port() {
+                self.by_port.push((sample.target, index));
+            }
+            if !port_was_off && self.connections.port_off(sample.target).is_some() {
+                // The port is not the browser's after all: what it alone said goes.
+                let target = sample.target;
+                for &(_, i) in self.by_port.iter().filter(|(t, _)| *t == target) {
+                    self.withdrawn.push(i);
+                    let earlier = self
+                        .samples
+                        .iter_mut()
+                        .chain(kept.iter_mut())
+                        .find(|s| s.index == i);
+                    if let Some(conn) = earlier.and_then(|s| s.conn.as_mut()) {
+                        conn.new_connection = None;
+                    }
+                }
+                self.by_port.retain(|(t, _)| *t != target);
+            }
             sample.conn = match (conn, new_connection) {
                 (Some(conn), new_connection) => Some(Connection {
                     new_connection,
@@ -390,7 +470,7 @@ impl Runner<'_> {
                 (None, None) => None,
             };
             sample.server_timing = server_timing;
-            sample.index = (self.samples.len() + kept.len()) as u32;
+            sample.index = index;
             sample.clean();
             self.demo[sample.target as usize] |= m.demo;
             retry_after = longer_wait(retry_after, m.retry_after_ms);

@@ -172,6 +172,8 @@ fn read(e: &PerformanceResourceTiming) -> Timing {
             .then(|| span(tls_start, e.connect_end()))
             .flatten(),
         sent_ms: (e.request_start() > 0.0).then(|| (e.request_start() - e.start_time()).max(0.0)),
+        wait_ms: (e.request_start() > 0.0 && e.response_start() >= e.request_start())
+            .then(|| e.response_start() - e.request_start()),
     };
     (Some(conn), server_timing)
 }

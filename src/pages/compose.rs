@@ -474,7 +474,7 @@ fn Checklist(checked: Checked) -> impl IntoView {
             return view! {
                 <section class="checklist wide" data-testid="target-check" data-state="running" aria-live="polite">
                     <h3>"Checking the target"</h3>
-                    <p class="status">{format!("Sending one request of the study to {url} from this browser…")}</p>
+                    <p class="status">{format!("Sending one request of the study to {url} from this browser, then, for another origin, the same once more after {} s (is the preflight's answer kept?)…", firsttoken_core::check::PREFLIGHT_WAIT_MS / 1000)}</p>
                 </section>
             }
             .into_any();

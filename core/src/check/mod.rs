@@ -29,7 +29,8 @@ pub enum Verdict {
     Warn,
     /// Runs will fail, or measure the wrong thing.
     Fail,
-    /// Could not be told, because an earlier line failed.
+    /// Could not be told: an earlier line failed, or what would show it is too small to
+    /// see here (the line says which).
     Skip,
 }
 
@@ -84,6 +85,8 @@ pub struct Reply {
     pub preflighted: bool,
     /// The client port the target reported (`X-Firsttoken-Client-Port`).
     pub client_port: Option<u16>,
+    /// The response came after a redirect.
+    pub redirected: bool,
     /// The start of the body, to tell which stream format it is when it is not the one
     /// chosen.
     pub body_start: Vec<u8>,
@@ -160,12 +163,22 @@ pub struct Observed {
     /// The main request sent again straight after it: whether the client port the target
     /// reports stays the same on one connection.
     pub main_again: Option<Reply>,
+    /// For a request that needs a CORS preflight: the main request once more, after
+    /// [`PREFLIGHT_WAIT_MS`] with nothing sent (longer than the 5 s a browser keeps a
+    /// preflight's answer without `Access-Control-Max-Age`): whether it waited for a new
+    /// preflight.
+    pub after_wait: Option<Reply>,
     pub cors: Cors,
     pub fresh: Option<Fresh>,
     pub probe: Option<Reply>,
     /// Each compared target's label and reply.
     pub compared: Vec<(String, Reply)>,
 }
+
+/// How long the check waits before sending the main request once more, to see whether
+/// the preflight's answer is kept: past Chromium's 5 s default for an answer without
+/// `Access-Control-Max-Age`.
+pub const PREFLIGHT_WAIT_MS: u32 = 6_000;
 
 /// The checklist for what was observed, in reading order: can the request go at all,
 /// does an answer come back in the chosen format, and which numbers will the runs have.
@@ -604,6 +617,7 @@ mod tests {
                 ..Reply::default()
             },
             main_again: None,
+            after_wait: None,
             cors: Cors::Passed,
             fresh: None,
             probe: None,
@@ -927,6 +941,67 @@ mod tests {
             ]
         );
         assert!(line(&o, "compare_1").title.contains("gateway"));
+    }
+
+    /// The main request once more after the wait: a new preflight before it (on the warm
+    /// connection, at least ¾ of a round trip and 5 ms more before it left) warns with
+    /// the header to send; none passes only where the first request's preflight showed
+    /// that one would be seen; a new connection says the keep-alive is short instead.
+    #[test]
+    fn a_preflight_answer_not_kept_is_warned_of() {
+        let sent = |ms: f64, headers: f64| Reply {
+            conn: Some(Connection {
+                reused: Some(true),
+                new_connection: Some(false),
+                sent_ms: Some(ms),
+                ..Connection::default()
+            }),
+            headers_ms: Some(headers),
+            ..good().main
+        };
+        // 80 ms round trip: the first request paid TCP, TLS and the preflight.
+        let mut o = good();
+        o.main = sent(245.0, 330.0);
+        o.main_again = Some(sent(0.4, 85.0));
+        o.after_wait = Some(sent(83.0, 170.0));
+        let l = line(&o, "preflight_cache");
+        assert_eq!(l.verdict, Verdict::Warn, "{l:?}");
+        assert_eq!(l.fix.as_deref(), Some("Access-Control-Max-Age: 7200"));
+        o.after_wait = Some(sent(0.5, 86.0));
+        assert_eq!(line(&o, "preflight_cache").verdict, Verdict::Pass);
+        // Loopback: nothing a preflight costs can be seen.
+        o.main = sent(1.2, 2.0);
+        o.main_again = Some(sent(0.3, 1.1));
+        o.after_wait = Some(sent(0.6, 1.4));
+        assert_eq!(line(&o, "preflight_cache").verdict, Verdict::Skip);
+        // The connection was closed meanwhile.
+        let mut closed = sent(250.0, 330.0);
+        closed.conn.as_mut().expect("conn").new_connection = Some(true);
+        o.after_wait = Some(closed);
+        let l = line(&o, "preflight_cache");
+        assert_eq!(l.verdict, Verdict::Warn);
+        assert!(l.detail.contains("new connection"), "{l:?}");
+        // Same origin: no wait, no line.
+        o.after_wait = None;
+        assert!(!verdicts(&o).iter().any(|(k, _)| k == "preflight_cache"));
+    }
+
+    /// A redirect costs a round trip: a probe that is redirected is no round trip, and a
+    /// target URL that redirects makes every request pay one more.
+    #[test]
+    fn redirects_are_warned_of() {
+        let mut o = good();
+        o.probe = Some(Reply {
+            status: 200,
+            headers_ms: Some(205.0),
+            redirected: true,
+            ..Reply::default()
+        });
+        assert_eq!(line(&o, "probe").verdict, Verdict::Warn);
+        assert!(line(&o, "probe").detail.contains("redirect"));
+        assert!(o.main.answered() && !verdicts(&o).iter().any(|(k, _)| k == "redirect"));
+        o.main.redirected = true;
+        assert_eq!(line(&o, "redirect").verdict, Verdict::Warn);
     }
 
     #[test]

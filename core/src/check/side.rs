@@ -6,7 +6,17 @@ use super::*;
 /// The fresh URL's, the probe's and the compared targets' lines.
 pub(super) fn side_lines(o: &Observed) -> Vec<Line> {
     let mut lines = Vec::new();
+    if o.main.redirected {
+        lines.push(Line {
+            key: "redirect".into(),
+            verdict: Verdict::Warn,
+            title: "Redirect".into(),
+            detail: "The target URL answered through a redirect (a missing or extra trailing slash, say): every request of a run pays a round trip more, and another origin's a preflight more, before it reaches the endpoint. Use the URL it ends on.".into(),
+            fix: None,
+        });
+    }
     lines.extend(port_line(o));
+    lines.extend(preflight_cache_line(o));
     let line = |key: String, verdict: Verdict, title: String, detail: String| Line {
         key,
         verdict,
@@ -43,9 +53,19 @@ pub(super) fn side_lines(o: &Observed) -> Vec<Line> {
         let ok = (200..400).contains(&probe.status);
         lines.push(line(
             "probe".into(),
-            if ok { Verdict::Pass } else { Verdict::Fail },
+            match (ok, probe.redirected) {
+                (false, _) => Verdict::Fail,
+                (true, true) => Verdict::Warn,
+                (true, false) => Verdict::Pass,
+            },
             "Round-trip probe".into(),
-            if ok {
+            if ok && probe.redirected {
+                format!(
+                    "Answered {} after {}, through a redirect: a redirect costs a round trip of its own, so runs leave redirected probes out and have no round trip. Point the probe at the URL it ends on.",
+                    probe.status,
+                    opt_ms(probe.headers_ms)
+                )
+            } else if ok {
                 format!("Answered {} after {}.", probe.status, opt_ms(probe.headers_ms))
             } else {
                 format!(
@@ -200,4 +220,85 @@ fn fresh_line(o: &Observed, fresh: &Fresh) -> Line {
             )
         },
     }
+}
+
+/// Whether the preflight's answer is kept between requests: the main request sent once
+/// more after [`PREFLIGHT_WAIT_MS`] idle, on the connection still open, against the one
+/// sent straight after the first. What it spent before it left (`sent_ms`) over that one
+/// is a new preflight's round trip when it is at least three quarters of the network's
+/// round trip and 5 ms (as runs read it, [`crate::report::paid_preflight`]). The round
+/// trip is bounded by the quickest time to a response head (the probe's, else the warm
+/// request's). A preflight is known to be visible at that threshold only when the first
+/// request's own preflight (with its connection) was: otherwise nothing is claimed. No
+/// line when no preflight is needed.
+fn preflight_cache_line(o: &Observed) -> Option<Line> {
+    let again = o.main_again.as_ref().filter(|_| o.main.answered())?;
+    let after = o.after_wait.as_ref()?;
+    let line = |verdict: Verdict, detail: String, fix: Option<String>| Line {
+        key: "preflight_cache".into(),
+        verdict,
+        title: "Preflight cache".into(),
+        detail,
+        fix,
+    };
+    let wait = PREFLIGHT_WAIT_MS / 1000;
+    if after.conn.as_ref().and_then(|c| c.new_connection) == Some(true) {
+        return Some(line(
+            Verdict::Warn,
+            format!(
+                "After {wait} s with nothing sent, the request ran on a new connection: the endpoint (or a proxy in front of it) closes idle connections within {wait} s, so a beta user's request after a pause pays TCP and TLS again, which cold requests will show. Whether the preflight's answer is kept could not be told."
+            ),
+            None,
+        ));
+    }
+    let sent = |r: &Reply| r.conn.as_ref().and_then(|c| c.sent_ms);
+    let round_trip = o
+        .probe
+        .iter()
+        .filter(|p| (200..400).contains(&p.status) && !p.redirected)
+        .filter_map(|p| p.headers_ms)
+        .chain(again.headers_ms)
+        .reduce(f64::min);
+    let (Some(first), Some(before), Some(later), Some(round_trip)) =
+        (sent(&o.main), sent(again), sent(after), round_trip)
+    else {
+        return Some(line(
+            Verdict::Skip,
+            "Whether the preflight's answer is kept could not be told: the browser showed no timing detail of the requests (send Timing-Allow-Origin).".into(),
+            None,
+        ));
+    };
+    let threshold = (0.75 * round_trip).max(5.0);
+    let extra = later - before;
+    Some(if extra >= threshold {
+        line(
+            Verdict::Warn,
+            format!(
+                "A request {wait} s after the last waited {} more before it was sent: a new CORS preflight. The preflight's answer has no Access-Control-Max-Age (browsers then keep it 5 s) or a short one, so every request after a pause pays a round trip more, which steady and cold requests will show.",
+                opt_ms(Some(extra))
+            ),
+            Some("Access-Control-Max-Age: 7200".into()),
+        )
+    } else if first - before < threshold {
+        // Even the first request's preflight, connection and all, took less than what
+        // would count: a new one would not show.
+        line(
+            Verdict::Skip,
+            format!(
+                "Whether the preflight's answer is kept cannot be told on a round trip this short ({}): a new preflight would cost too little to see. From a beta user's network it can.",
+                opt_ms(Some(round_trip))
+            ),
+            None,
+        )
+    } else {
+        line(
+            Verdict::Pass,
+            format!(
+                "A request {wait} s after the last went without a new preflight ({} before it was sent, {} for the one before): the preflight's answer is kept longer.",
+                opt_ms(Some(later)),
+                opt_ms(Some(before))
+            ),
+            None,
+        )
+    })
 }

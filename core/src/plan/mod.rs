@@ -131,10 +131,13 @@ impl PhasePlan {
             PhasePlan::Concurrency {
                 levels,
                 requests_per_level,
-            } => levels
-                .iter()
-                .map(|&k| u64::from(batches(*requests_per_level, k)) * u64::from(k))
-                .sum(),
+            } => {
+                let counted: u64 = levels
+                    .iter()
+                    .map(|&k| u64::from(batches(*requests_per_level, k)) * u64::from(k))
+                    .sum();
+                counted + u64::from(opening_batch(levels))
+            }
             PhasePlan::Cold { idle_ms } => idle_ms.len() as u64,
             PhasePlan::Compare { rounds } => u64::from(*rounds) * targets as u64,
         }
@@ -150,6 +153,14 @@ impl PhasePlan {
 }
 
 /// How many batches of `k` make at least `requests` requests.
+/// The uncounted batch a concurrency phase begins with: as many requests at once as its
+/// highest level, recorded as warm-up, so the connections the levels need are open
+/// before any level is read (over HTTP/1.1 the first batch at 3 would otherwise open two
+/// and pay TCP, TLS and a preflight in its first tokens). None when every level is 1.
+pub fn opening_batch(levels: &[u32]) -> u32 {
+    levels.iter().copied().max().filter(|&k| k > 1).unwrap_or(0)
+}
+
 pub fn batches(requests: u32, k: u32) -> u32 {
     requests.div_ceil(k.max(1))
 }
@@ -296,6 +307,20 @@ impl Plan {
         &self.targets[0]
     }
 
+    /// How many steady requests of phase `number` wait for the fresh phase right after
+    /// it, to go one before each fresh request: each new host name's cost is then read
+    /// against a warm request of the same minute, so a network that drifts between the
+    /// phases is not read as the cost. As many as the fresh requests, at most all of them;
+    /// 0 unless phase `number` is steady and the next is fresh.
+    pub fn steady_held_for_fresh(&self, number: usize) -> u32 {
+        match (self.phases.get(number), self.phases.get(number + 1)) {
+            (Some(PhasePlan::Steady { requests }), Some(PhasePlan::Fresh { requests: fresh })) => {
+                (*fresh).min(*requests)
+            }
+            _ => 0,
+        }
+    }
+
     /// How many requests the plan makes in all.
     pub fn total_requests(&self) -> u64 {
         self.phases
@@ -314,10 +339,13 @@ impl Plan {
                     PhasePlan::Concurrency {
                         levels,
                         requests_per_level,
-                    } => levels
-                        .iter()
-                        .map(|&k| u64::from(batches(*requests_per_level, k)))
-                        .sum(),
+                    } => {
+                        let counted: u64 = levels
+                            .iter()
+                            .map(|&k| u64::from(batches(*requests_per_level, k)))
+                            .sum();
+                        counted + u64::from(opening_batch(levels) > 0)
+                    }
                     other => other.requests(self.targets.len()),
                 };
                 slots as f64 * request_s + p.idle_ms() as f64 / 1000.0
@@ -412,9 +440,18 @@ mod tests {
         assert_eq!(count(Phase::Probe), 10);
         assert_eq!(count(Phase::Steady), 120);
         assert_eq!(count(Phase::Fresh), 40);
+        // Forty of the steady requests go one before each fresh request.
+        let steady = session
+            .phases
+            .iter()
+            .position(|p| p.phase() == Phase::Steady)
+            .expect("steady");
+        assert_eq!(session.steady_held_for_fresh(steady), 40);
+        assert_eq!(session.steady_held_for_fresh(steady + 1), 0);
         assert_eq!(count(Phase::Compare), 60, "30 rounds of 2 targets");
-        // Whole batches: 20 at c=1, 7×3 = 21 at c=3, 4×5 = 20 at c=5.
-        assert_eq!(count(Phase::Concurrency), 61);
+        // Whole batches: 20 at c=1, 7×3 = 21 at c=3, 4×5 = 20 at c=5, after an opening
+        // batch of 5 (recorded as warm-up).
+        assert_eq!(count(Phase::Concurrency), 66);
         assert_eq!(count(Phase::Cold), 3);
     }
 

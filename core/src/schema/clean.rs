@@ -85,6 +85,7 @@ impl Sample {
                 &mut conn.connect_ms,
                 &mut conn.tls_ms,
                 &mut conn.sent_ms,
+                &mut conn.wait_ms,
             ] {
                 drop_time(value);
             }
@@ -188,6 +189,7 @@ impl Sample {
                 &mut conn.connect_ms,
                 &mut conn.tls_ms,
                 &mut conn.sent_ms,
+                &mut conn.wait_ms,
             ]
             .into_iter()
             .flatten()

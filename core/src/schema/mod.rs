@@ -414,6 +414,12 @@ pub struct Sample {
     /// latency: the next request's `t0` comes after it.
     #[serde(default)]
     pub retry_wait_ms: Option<f64>,
+    /// The response came after one or more redirects (`Response.redirected`): each cost a
+    /// round trip, and a cross-origin one a preflight too, so the request's times are not
+    /// those of the URL asked for.
+    // Left out when false, so a record made before this field hashes as it did.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redirected: bool,
     /// Values the browser saw that could not be kept and were dropped or clipped (see
     /// [`Sample::clean`]): a timing entry with a negative or day-long duration, entries
     /// past the 32 allowed, a token count past [`MAX_TOKENS`].
@@ -476,6 +482,13 @@ pub struct Connection {
     // Left out when unknown, so a record made before this field hashes as it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_ms: Option<f64>,
+    /// From the request sent to the first byte of the answer (Resource Timing's
+    /// `responseStart − requestStart`): one round trip and the server's time to its
+    /// response head, as the browser's network stack timed it, without the page's own
+    /// hops to and from it. `None` without detail.
+    // Left out when unknown, so a record made before this field hashes as it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<f64>,
 }
 
 /// One `Server-Timing` entry: `db;dur=53;desc="query"`.

@@ -424,6 +424,7 @@ impl Sample {
             c.opt_time("conn.connect_ms", conn.connect_ms)?;
             c.opt_time("conn.tls_ms", conn.tls_ms)?;
             c.opt_time("conn.sent_ms", conn.sent_ms)?;
+            c.opt_time("conn.wait_ms", conn.wait_ms)?;
         }
         if self.server_timing.len() > MAX_TIMING_ENTRIES {
             return Err(c.fail(

@@ -48,21 +48,31 @@
 //! every 40 ms, a phone far slower than this machine) under the JS reader on the page, the
 //! engine in its worker, and the same engine on the page's thread. Also counted: the TCP
 //! connections the server accepted during each case (page loads included), which shows
-//! that the worker shares the page's connection pool. Run with `cargo xtask bench`.
+//! that the worker shares the page's connection pool.
+//!
+//! Last, a phone's CPU: Chromium's CPU made four times slower through DevTools
+//! (`Emulation.setCPUThrottlingRate`, as mobile page tests do), at 1, 3 and 5 at once,
+//! the JS reader on the page and paced in a worker beside the engine (page still, and
+//! live charts); the question is whether the engine's median and p99 stay within 1 ms of
+//! the reader's when every line of JavaScript costs four times as much
+//! (`FIRSTTOKEN_BENCH_PHONE=only` runs only these, `off` leaves them out). Run with
+//! `cargo xtask bench`.
 
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use firsttoken_core::plan::{HTTP1_CONNECTIONS_PER_HOST, PhasePlan, Plan};
-use firsttoken_core::share::Study;
+use firsttoken_core::plan::HTTP1_CONNECTIONS_PER_HOST;
 use firsttoken_e2e::browser::{Browser, DESKTOP, Engine};
 use firsttoken_e2e::tls::{ACCEPT_SELF_SIGNED, TlsServer};
 use firsttoken_e2e::{PAGE_SIDE, READER, TestServer, bench_setting};
 use serde_json::{Value, json};
 use thirtyfour::prelude::*;
 
+mod app;
 mod machine;
 mod report;
+
+use app::{run_in_app, slow_down};
 
 use machine::Watch;
 
@@ -85,6 +95,13 @@ const LEVELS: [u32; 4] = [1, 3, 5, 10];
 const WARMING: u32 = 100;
 /// Requests per case of the busy-main-thread comparison.
 const BUSY_REQUESTS: u32 = 100;
+/// A phone's CPU: Chromium's DevTools slows the page's CPU this many times
+/// (`Emulation.setCPUThrottlingRate`, what mobile page tests use), and the readers take
+/// turns at [`PHONE_LEVELS`], [`PHONE_REQUESTS`] requests each in [`PHONE_BLOCKS`] turns.
+const PHONE_SLOWDOWN: u32 = 4;
+const PHONE_LEVELS: [u32; 3] = [1, 3, 5];
+const PHONE_REQUESTS: u32 = 300;
+const PHONE_BLOCKS: u32 = 3;
 
 /// Keeps the page's main thread busy 30 ms out of every 40.
 const BUSY: &str = "window.__busy = setInterval(() => { const end = performance.now() + 30; \
@@ -153,6 +170,8 @@ struct Case {
     level: u32,
     reader: Reader,
     busy: bool,
+    /// How many times slower the browser's CPU was made (1: as it is).
+    slowdown: u32,
     bias: Vec<f64>,
     /// Each value's block and its place in the block, to see where the slowest fall.
     positions: Vec<(u32, u32)>,
@@ -203,12 +222,37 @@ fn requests() -> anyhow::Result<u32> {
     })
 }
 
+/// Whether the phone's cases run: after the rest when every level does (`with`, the
+/// default), alone in Chromium (`FIRSTTOKEN_BENCH_PHONE=only`), or not (`off`).
+#[derive(Clone, Copy, PartialEq)]
+enum Phone {
+    With,
+    Only,
+    Off,
+}
+
+fn phone() -> anyhow::Result<Phone> {
+    bench_setting("FIRSTTOKEN_BENCH_PHONE", Phone::With, |text| {
+        Ok(match text.trim() {
+            "only" => Phone::Only,
+            "off" => Phone::Off,
+            "with" => Phone::With,
+            other => bail!("{other:?}: only, off or with"),
+        })
+    })
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
     let watch = Watch::start();
     let mut cases = Vec::new();
-    for engine in engines()? {
+    let engines = if phone()? == Phone::Only {
+        vec![Engine::Chromium]
+    } else {
+        engines()?
+    };
+    for engine in engines {
         if engine == Engine::Chromium {
             cases.extend(chromium(&server, &watch).await?);
         } else {
@@ -272,7 +316,12 @@ async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case
         watch,
     };
     let mut cases = Vec::new();
-    let levels = levels()?;
+    let phone = phone()?;
+    let levels = if phone == Phone::Only {
+        Vec::new()
+    } else {
+        levels()?
+    };
     let requests = requests()?;
     for &level in &levels {
         // The target: the demo, over HTTP/2 above six at once.
@@ -285,10 +334,12 @@ async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case
             level,
             requests,
             blocks: (requests / BLOCK_REQUESTS).max(1),
+            slowdown: 1,
         };
         cases.extend(take_turns(at, &target, &readers, turns).await?);
     }
-    let busy = if levels.len() == LEVELS.len() {
+    let everything = levels.len() == LEVELS.len();
+    let busy = if everything && phone != Phone::Only {
         [Reader::JsOnPage, Reader::Charts, Reader::Page].as_slice()
     } else {
         &[]
@@ -298,6 +349,26 @@ async fn chromium(server: &TestServer, watch: &Watch) -> anyhow::Result<Vec<Case
         let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
         measure(at, &target, &mut case, BUSY_REQUESTS, true).await?;
         cases.push(case);
+    }
+    // A phone's CPU: the JS reader on the page and in a worker with the engine's pause,
+    // beside the engine, with everything four times slower.
+    if (everything && phone == Phone::With) || phone == Phone::Only {
+        let target = server.url(&format!("/v1/chat/completions?{KNOBS}"));
+        let readers = [
+            Reader::JsOnPage,
+            Reader::JsPaced,
+            Reader::Still,
+            Reader::Charts,
+        ];
+        for level in PHONE_LEVELS {
+            let turns = Turns {
+                level,
+                requests: PHONE_REQUESTS,
+                blocks: PHONE_BLOCKS,
+                slowdown: PHONE_SLOWDOWN,
+            };
+            cases.extend(take_turns(at, &target, &readers, turns).await?);
+        }
     }
     browser.quit().await?;
     Ok(cases)
@@ -324,6 +395,7 @@ async fn other_engine(
             level,
             requests: OTHER_REQUESTS,
             blocks: OTHER_BLOCKS,
+            slowdown: 1,
         };
         // Where a worker's fetch is carried by the page's thread (WebKit), the engine on
         // the page's thread can be the better place: measured, not assumed.
@@ -339,12 +411,14 @@ async fn other_engine(
     Ok(cases)
 }
 
-/// How many requests at a level, at how many at once, in how many turns.
+/// How many requests at a level, at how many at once, in how many turns, on a CPU how
+/// many times slower.
 #[derive(Clone, Copy)]
 struct Turns {
     level: u32,
     requests: u32,
     blocks: u32,
+    slowdown: u32,
 }
 
 /// Where a case is measured: the demo server, the browser, and the machine's watch.
@@ -366,10 +440,14 @@ async fn take_turns(
         level,
         requests,
         blocks,
+        slowdown,
     } = turns;
     let mut cases: Vec<Case> = readers
         .iter()
-        .map(|&reader| Case::new(at.browser.engine, level, reader, false))
+        .map(|&reader| Case {
+            slowdown,
+            ..Case::new(at.browser.engine, level, reader, false)
+        })
         .collect();
     // Whole batches per block.
     let per_block = (requests / blocks).div_ceil(level) * level;
@@ -392,6 +470,7 @@ impl Case {
             level,
             reader,
             busy,
+            slowdown: 1,
             bias: Vec::new(),
             positions: Vec::new(),
             timer_p99: Vec::new(),
@@ -424,6 +503,7 @@ async fn measure(
                 .query(By::Css("[data-testid=make-link]"))
                 .first()
                 .await?;
+            slow_down(browser, case.slowdown).await?;
             if busy {
                 driver.execute(BUSY, Vec::new()).await?;
             }
@@ -454,7 +534,7 @@ async fn measure(
                 .collect();
             (bias, None)
         }
-        reader => run_in_app(server, browser, target, case.level, requests, reader, busy).await?,
+        _ => run_in_app(server, browser, target, case, requests, busy).await?,
     };
     let block = case.machine.len() as u32;
     case.machine.push(watch.since(&mark, browser.driver_pid()));
@@ -464,102 +544,4 @@ async fn measure(
     case.timer_p99.extend(timer_p99);
     case.connections += server.connections_accepted() - before;
     Ok(())
-}
-
-/// Runs the demo from a share link on the app's own page, uploads, and reads the record.
-async fn run_in_app(
-    server: &TestServer,
-    browser: &Browser,
-    target: &str,
-    level: u32,
-    requests: u32,
-    reader: Reader,
-    busy: bool,
-) -> anyhow::Result<(Vec<f64>, Option<f64>)> {
-    let driver = &browser.driver;
-    let mut demo = server.demo_target(KNOBS);
-    demo.url = target.to_owned();
-    // One warm-up request first, as the JS reader makes one and as every protocol a beta
-    // user runs begins with one: the first request after the page loads pays for the
-    // connection (over TLS, its handshake) and the CORS preflight.
-    let mut plan = Plan::steady(demo, requests);
-    let measured = if level > 1 {
-        PhasePlan::Concurrency {
-            levels: vec![level],
-            requests_per_level: requests,
-        }
-    } else {
-        PhasePlan::Steady { requests }
-    };
-    plan.phases = vec![
-        PhasePlan::Warmup {
-            requests: warmup_requests()?,
-        },
-        measured,
-    ];
-    plan.multiplexed = level > HTTP1_CONNECTIONS_PER_HOST;
-    let study = Study {
-        title: "Engine bias".into(),
-        plan,
-        collector: None,
-        carries_token: false,
-        study_id: None,
-    };
-    // Each engine placement asked for by name: WebKit's default is the page's thread.
-    let query = match reader {
-        Reader::Still => "?charts=off&engine=worker",
-        Reader::Charts => "?engine=worker",
-        Reader::Page => "?engine=page",
-        _ => "",
-    };
-    // Two cases can share a URL, and navigating to the page's own URL with a fragment
-    // would only scroll: leave the page first so each case loads the app afresh.
-    driver.goto("about:blank").await?;
-    driver
-        .goto(server.url(&format!("/run{query}#{}", study.to_fragment())))
-        .await?;
-    browser
-        .wait_for_count("[data-testid=start-button]", 1, Duration::from_secs(30))
-        .await?;
-    if busy {
-        driver.execute(BUSY, Vec::new()).await?;
-    }
-    let runs_before = server.db.run_ids().await?.len();
-    browser.consent_and_start().await?;
-    // Waited for from inside the page: polling through WebDriver during the run would
-    // take the page's thread and the browser's while the engine measures, as the JS
-    // readers' cases (one script each) never do.
-    browser
-        .wait_for_text_quietly("[data-testid=run-status]", "Finished")
-        .await?;
-    browser
-        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(30))
-        .await?;
-    let record: Value = serde_json::from_str(&server.record_after(runs_before).await?)?;
-    if level > HTTP1_CONNECTIONS_PER_HOST {
-        let protocols: Vec<&str> = record["samples"]
-            .as_array()
-            .context("samples")?
-            .iter()
-            .filter(|s| s["phase"] != "warmup")
-            .filter_map(|s| s["conn"]["protocol"].as_str())
-            .collect();
-        if protocols.len() != requests as usize || protocols.iter().any(|p| *p != "h2") {
-            bail!("{level} at once must run over HTTP/2: {protocols:?}");
-        }
-    }
-    let in_worker = record["engine"]["in_worker"].as_bool() == Some(true);
-    if in_worker != (reader != Reader::Page) {
-        bail!("the record says in_worker = {in_worker}, not where the case asked");
-    }
-    let bias = record["samples"]
-        .as_array()
-        .context("samples")?
-        .iter()
-        .filter(|s| s["phase"] != "warmup")
-        .filter_map(|s| {
-            Some(s["ttft_ms"].as_f64()? - s["stream_timings"]["first_token_written_ms"].as_f64()?)
-        })
-        .collect();
-    Ok((bias, record["engine"]["timer_lateness_p99_ms"].as_f64()))
 }

@@ -100,7 +100,7 @@ pub(super) fn report(cases: &[Case]) {
             "{:<8} {:>3} {:<41} {}",
             case.engine.name(),
             case.level,
-            case.reader.name(),
+            case.label(),
             slowest.join("  ")
         );
     }
@@ -129,7 +129,7 @@ pub(super) fn report(cases: &[Case]) {
             "{:<8} {:>3} {:<41} blocks {}   first {WARMING} {}   rest {}",
             case.engine.name(),
             case.level,
-            case.reader.name(),
+            case.label(),
             per_block.join(" "),
             p99_of(&|_, place| place < WARMING),
             p99_of(&|_, place| place >= WARMING),
@@ -172,11 +172,14 @@ pub(super) fn report(cases: &[Case]) {
 impl Case {
     /// The reader's name, and whether the page's main thread was kept busy.
     fn label(&self) -> String {
+        let mut label = self.reader.name().to_owned();
         if self.busy {
-            format!("{}, main thread busy", self.reader.name())
-        } else {
-            self.reader.name().to_owned()
+            label.push_str(", main thread busy");
         }
+        if self.slowdown > 1 {
+            label.push_str(&format!(", CPU {}× slower", self.slowdown));
+        }
+        label
     }
 
     /// The values of each block, by round (the readers take turns, so block `k` of every
@@ -199,6 +202,7 @@ impl Case {
             c.engine == self.engine
                 && c.level == self.level
                 && c.busy == self.busy
+                && c.slowdown == self.slowdown
                 && c.reader == reference
         })
     }

@@ -25,7 +25,7 @@ use super::{Dimension, Filter, Kind, Piece, Pool};
 
 /// Bound parameters per cell row, and the most cell rows per INSERT
 /// (`super::statements`: every size is prepared once per connection).
-const CELL_COLUMNS: usize = 20;
+const CELL_COLUMNS: usize = 21;
 pub(super) const CELLS_PER_INSERT: usize = 64;
 const _: () = assert!(CELLS_PER_INSERT * CELL_COLUMNS <= 32_766);
 /// Runs whose cells are rebuilt per transaction when the collector starts.
@@ -35,6 +35,9 @@ const REBUILD_RUNS: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct CellKey {
     pub phase: String,
+    /// [`firsttoken_core::summary::condition`]: a cold request's idle time, a fresh
+    /// request's connection.
+    pub condition: Option<String>,
     pub concurrency: i64,
     pub scenario: Option<String>,
     pub target_label: String,
@@ -175,6 +178,7 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
             let target = run.target_of(s);
             let key = CellKey {
                 phase: s.phase.name().to_owned(),
+                condition: firsttoken_core::summary::condition(s),
                 concurrency: i64::from(s.concurrency),
                 scenario: s.scenario.clone(),
                 target_label: target.label.clone(),
@@ -203,9 +207,9 @@ macro_rules! insert_cells {
     ($conn:expr, $rows:expr) => {{
         for chunk in $crate::db::statements::chunks(&$rows, $crate::db::cells::CELLS_PER_INSERT) {
             let mut insert = QueryBuilder::new(
-                "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, phase, concurrency, \
-                 scenario, target_label, target_version, network, effective_type, browser, os, \
-                 mobile, study, samples, errors, ttft, e2e, indexes) ",
+                "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, phase, condition, \
+                 concurrency, scenario, target_label, target_version, network, effective_type, \
+                 browser, os, mobile, study, samples, errors, ttft, e2e, indexes) ",
             );
             insert.push_values(chunk, |mut row, c| {
                 // Rows or references to them.
@@ -217,6 +221,7 @@ macro_rules! insert_cells {
                     .push_bind(c.received_at_ms)
                     .push_bind(c.key.target_demo)
                     .push_bind(c.key.phase.clone())
+                    .push_bind(c.key.condition.clone())
                     .push_bind(c.key.concurrency)
                     .push_bind(c.key.scenario.clone())
                     .push_bind(c.key.target_label.clone())

@@ -4,8 +4,8 @@
 //!
 //! A fold adds up only with folds of other runs, and a summary groups and filters by any
 //! dimensions. Most are the same for all of a run's samples (its network, its browser,
-//! its link); phase, concurrency, scenario and target (label, version, demo or not) can
-//! differ between a run's samples. So each day is folded once for every choice of which
+//! its link); phase, condition, concurrency, scenario and target (label, version, demo or
+//! not) can differ between a run's samples. So each day is folded once for every choice of which
 //! of the dimensions that do differ within some run of that day (`varies`, usually only
 //! the phase) to merge, per combination of the other dimensions' values: each run lands in
 //! one row per choice, and a summary reads the rows that merge exactly the varying
@@ -43,7 +43,7 @@ pub const DAY_MS: i64 = 86_400_000;
 pub const SETTLE_MS: i64 = 10 * 60 * 1000;
 /// Runs folded at a time into a row's fold while a day is folded.
 const RUNS_PER_STEP: usize = 4_096;
-/// Rows per INSERT of folds (16 parameters each).
+/// Rows per INSERT of folds (17 parameters each).
 const ROWS_PER_INSERT: usize = 500;
 /// The most rows of folds a day may have; past them it is read from its cells (its
 /// `varies` is [`TOO_VARIED`]).
@@ -53,17 +53,18 @@ const TOO_VARIED: i64 = -1;
 /// The most separate ranges of days a summary reads folded; past it, the shortest are
 /// read from their cells (slower, the same numbers).
 const MOST_RANGES: usize = 64;
-/// The dimensions that can vary within a run: bits 0 to 4 of `varies` and `merged`; bit
-/// 5 is whether the target is the demo one.
-const VARYING: [Dimension; 5] = [
+/// The dimensions that can vary within a run: bits 0 to 5 of `varies` and `merged`; bit
+/// 6 is whether the target is the demo one.
+const VARYING: [Dimension; 6] = [
     Dimension::Phase,
     Dimension::Concurrency,
     Dimension::Scenario,
     Dimension::TargetLabel,
     Dimension::TargetVersion,
+    Dimension::Condition,
 ];
-const DEMO: i64 = 1 << 5;
-const ALL_VARYING: i64 = (1 << 6) - 1;
+const DEMO: i64 = 1 << 6;
+const ALL_VARYING: i64 = (1 << 7) - 1;
 
 /// A part of a summary: a run's samples of a combination, or runs folded ahead, with its
 /// group's values of the dimensions grouped by.
@@ -147,6 +148,7 @@ struct Key {
     scenario: Option<String>,
     target_label: Option<String>,
     target_version: Option<String>,
+    condition: Option<String>,
     network: String,
     effective_type: Option<String>,
     browser: Option<String>,
@@ -250,7 +252,7 @@ async fn fold_day(
         let mut select = QueryBuilder::new(
             "SELECT run_id, samples, errors, ttft, e2e, target_demo, phase, concurrency, \
              scenario, target_label, target_version, network, effective_type, browser, os, \
-             mobile, study FROM cells WHERE received_at_ms >= ",
+             mobile, study, condition FROM cells WHERE received_at_ms >= ",
         );
         select
             .push_bind(day)
@@ -287,6 +289,7 @@ async fn fold_day(
                     os: row.try_get(14)?,
                     mobile: row.try_get(15)?,
                     study: row.try_get(16)?,
+                    condition: row.try_get(17)?,
                 },
             };
             match &mut run {
@@ -354,7 +357,7 @@ async fn fold_day(
             let mut insert = QueryBuilder::new(
                 "INSERT INTO folds (day_ms, merged, target_demo, phase, concurrency, scenario, \
                  target_label, target_version, network, effective_type, browser, os, mobile, \
-                 study, fold) ",
+                 study, condition, fold) ",
             );
             insert.push_values(chunk, |mut row, (key, fold)| {
                 row.push_bind(day)
@@ -371,6 +374,7 @@ async fn fold_day(
                     .push_bind(key.os.clone())
                     .push_bind(key.mobile)
                     .push_bind(key.study.clone())
+                    .push_bind(key.condition.clone())
                     .push_bind(fold.encode());
             });
             insert.build().persistent(false).execute(&mut *tx).await?;
@@ -398,13 +402,14 @@ async fn varies(pool: &Pool, day: i64) -> anyhow::Result<i64> {
         Option<String>,
         String,
         Option<String>,
+        Option<String>,
     );
     let mut varies = 0;
     let mut first: Option<Values> = None;
     with_pool!(pool, |p| {
         let mut select = QueryBuilder::new(
             "SELECT run_id, target_demo, phase, concurrency, scenario, target_label, \
-             target_version FROM cells WHERE received_at_ms >= ",
+             target_version, condition FROM cells WHERE received_at_ms >= ",
         );
         select
             .push_bind(day)
@@ -421,6 +426,7 @@ async fn varies(pool: &Pool, day: i64) -> anyhow::Result<i64> {
                         f.4 != cell.4,
                         f.5 != cell.5,
                         f.6 != cell.6,
+                        f.7 != cell.7,
                     ];
                     for (bit, differs) in differs.into_iter().enumerate() {
                         if differs {
@@ -466,6 +472,9 @@ fn add_run(rows: &mut HashMap<Key, Folding>, varies: i64, run_id: String, cells:
             }
             if gone(16) {
                 key.target_version = None;
+            }
+            if gone(32) {
+                key.condition = None;
             }
             if gone(DEMO) {
                 key.target_demo = None;

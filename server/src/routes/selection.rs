@@ -29,7 +29,8 @@ pub enum Format {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
     /// `group_by`, `min_samples`; the phase is `steady` unless the query says (`any`:
-    /// every phase), since pooling phases mixes what should be compared.
+    /// every phase), since pooling phases mixes what should be compared, and a summary of
+    /// cold or fresh requests (or of any phase) is grouped by `condition` too.
     Summary,
     /// `format`.
     Export,
@@ -138,6 +139,23 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
             .equals
             .push((Dimension::Phase, Value::Text("steady".into())));
     }
+    // Cold requests after different idle times, and fresh requests on connections proved
+    // new or not, are unlike: a summary that can hold either is grouped by its condition
+    // too, unless it filters to one.
+    let phase = selection.filter.equals.iter().find_map(|(d, v)| match v {
+        Value::Text(name) if *d == Dimension::Phase => Some(name.as_str()),
+        _ => None,
+    });
+    let unlike = matches!(phase, None | Some("cold" | "fresh"));
+    let condition_named = selection.group_by.contains(&Dimension::Condition)
+        || selection
+            .filter
+            .equals
+            .iter()
+            .any(|(d, _)| *d == Dimension::Condition);
+    if purpose == Purpose::Summary && unlike && !condition_named {
+        selection.group_by.push(Dimension::Condition);
+    }
     if let (Some(from), Some(to)) = (selection.filter.from_ms, selection.filter.to_ms)
         && from >= to
     {
@@ -188,6 +206,34 @@ mod tests {
         );
         let any = parse(&query(&[("phase", "any")]), Purpose::Summary).expect("valid");
         assert!(any.filter.equals.is_empty());
+        assert_eq!(any.group_by, vec![Dimension::Condition]);
+    }
+
+    /// Cold requests after a minute and after ten, fresh requests proved new and not:
+    /// a summary that can hold them is grouped by their condition, unless it names one.
+    #[test]
+    fn cold_and_fresh_summaries_are_grouped_by_their_condition() {
+        let of = |pairs: &[(&str, &str)]| {
+            parse(&query(pairs), Purpose::Summary)
+                .expect("valid")
+                .group_by
+        };
+        assert_eq!(
+            of(&[("phase", "cold"), ("group_by", "network")]),
+            vec![Dimension::Network, Dimension::Condition]
+        );
+        assert_eq!(of(&[("phase", "fresh")]), vec![Dimension::Condition]);
+        assert_eq!(
+            of(&[("phase", "fresh"), ("condition", "new connection")]),
+            Vec::<Dimension>::new()
+        );
+        assert_eq!(
+            of(&[("phase", "cold"), ("group_by", "condition,os")]),
+            vec![Dimension::Condition, Dimension::Os]
+        );
+        assert!(of(&[("phase", "steady")]).is_empty());
+        let export = parse(&query(&[("phase", "cold")]), Purpose::Export).expect("valid");
+        assert!(export.group_by.is_empty());
     }
 
     #[test]

@@ -421,3 +421,107 @@ async fn the_servers_floor_holds_and_answers_are_kept_briefly() {
     let s = summary(&app, "group_by=network&include_demo=false").await;
     assert_eq!(s["groups"][0]["runs"], 2, "another question is computed");
 }
+
+/// Cold requests after 15 s and after 10 min of idle, fresh requests the browser proved
+/// on a new connection and ones it could not: a summary of either phase never pools
+/// them, but groups them by their condition, on SQLite and PostgreSQL.
+#[tokio::test]
+async fn cold_and_fresh_requests_are_never_pooled_across_their_conditions() {
+    let run = |n: u64| -> Run {
+        let mut run: Run = serde_json::from_value(common::run_with(n, |_| {})).expect("example");
+        run.targets[0].demo = false;
+        let template = run.samples[0].clone();
+        let at = |phase: Phase, ttft: f64| Sample {
+            phase,
+            ttft_ms: Some(ttft),
+            ttft_any_ms: Some(ttft),
+            last_token_ms: Some(ttft + 100.0),
+            e2e_ms: Some(ttft + 110.0),
+            ..template.clone()
+        };
+        let mut verified = at(Phase::Fresh, 900.0);
+        verified.conn = Some(firsttoken_core::schema::Connection {
+            reused: Some(true),
+            new_connection: Some(true),
+            ..Default::default()
+        });
+        let mut samples = vec![
+            at(Phase::Steady, 300.0),
+            verified,
+            at(Phase::Fresh, 310.0),
+            Sample {
+                idle_ms: Some(15_000),
+                ..at(Phase::Cold, 320.0)
+            },
+            Sample {
+                idle_ms: Some(600_000),
+                ..at(Phase::Cold, 1200.0)
+            },
+        ];
+        for (i, s) in samples.iter_mut().enumerate() {
+            s.index = i as u32;
+            s.conn.get_or_insert_default();
+        }
+        samples[2].conn = None;
+        run.plan.phases = vec![
+            PhasePlan::Steady { requests: 1 },
+            PhasePlan::Fresh { requests: 2 },
+            PhasePlan::Cold {
+                idle_ms: vec![15_000, 600_000],
+            },
+        ];
+        run.samples = samples;
+        run.validate().expect("a valid run");
+        run
+    };
+    for t in common::databases().await {
+        let app = App::new(common::state(&t.db));
+        for n in 0..3 {
+            let status = app
+                .post("/api/v1/runs")
+                .json(&run(200 + n))
+                .send()
+                .await
+                .status;
+            assert_eq!(status, 201, "{}", t.name);
+        }
+        let groups = |s: Value| -> Vec<(String, u64, f64)> {
+            s["groups"]
+                .as_array()
+                .expect("groups")
+                .iter()
+                .map(|g| {
+                    (
+                        g["key"]["condition"].as_str().unwrap_or("").to_owned(),
+                        g["samples"].as_u64().expect("samples"),
+                        g["ttft_ms"]["p50"]["value"].as_f64().expect("p50"),
+                    )
+                })
+                .collect()
+        };
+        let cold = groups(summary(&app, "phase=cold&min_samples=1").await);
+        assert_eq!(
+            cold,
+            vec![
+                ("idle 10 min".into(), 3, 1200.0),
+                ("idle 15 s".into(), 3, 320.0)
+            ],
+            "{}",
+            t.name
+        );
+        let fresh = groups(summary(&app, "phase=fresh&min_samples=1").await);
+        let conditions: Vec<(&str, u64)> = fresh.iter().map(|(c, n, _)| (c.as_str(), *n)).collect();
+        assert_eq!(
+            conditions,
+            vec![("connection not verified", 3), ("new connection", 3)],
+            "{}",
+            t.name
+        );
+        // Filtered to one condition, the others are not in it.
+        let only =
+            groups(summary(&app, "phase=fresh&condition=new%20connection&min_samples=1").await);
+        assert_eq!(only.len(), 1, "{}", t.name);
+        assert_eq!(only[0].1, 3, "{}", t.name);
+        t.cleanup().await;
+    }
+}

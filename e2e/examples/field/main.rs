@@ -20,7 +20,9 @@
 //!   is not emulated: the browser maps `*.test` to 127.0.0.1);
 //! - the connections the fresh requests opened: verified new by the engine, against the
 //!   connections the link accepted meanwhile;
-//! - the probe round trip: the engine's median of warm probes against the link's RTT.
+//! - the probe round trip: the engine's median of warm probes against the link's own
+//!   (from a probe's last bytes reaching the link to the answer's first bytes leaving
+//!   it: the round trip with its jitter and the probe handler's time).
 //!
 //! `FIRSTTOKEN_FIELD_PROFILES` (comma-separated: fiber, cable, 4g, poor-cellular,
 //! satellite; default fiber,4g,poor-cellular), `FIRSTTOKEN_FIELD_PROTOCOLS` (h1, h2;
@@ -32,6 +34,11 @@
 //! concurrency verdict too: 1 and 3 at once against a demo that handles one request at a
 //! time (600 ms of blocking work each) and against one that handles them side by side
 //! (600 ms each, in parallel); the truth is the server's own model, 2× and 1×.
+//!
+//! Then the variants ([`variants`]; `FIRSTTOKEN_FIELD_VARIANTS=off` leaves them out): TLS
+//! 1.2, `Access-Control-Max-Age` absent, 5 s and 7200 s, a short keep-alive before a cold
+//! request, and the client port as `0` or absent, each against the target's and the
+//! link's own logs.
 
 use std::time::{Duration, Instant};
 
@@ -46,6 +53,8 @@ use firsttoken_e2e::link::{Link, Profile};
 use firsttoken_e2e::target::{FieldTarget, TargetConfig, TlsVersion};
 use firsttoken_e2e::{TestServer, bench_setting};
 use serde_json::{Value, json};
+
+mod variants;
 
 /// The demo's knobs: a model that answers its first token after 300 ms, then 20 tokens
 /// 20 ms apart.
@@ -173,7 +182,15 @@ async fn main() -> anyhow::Result<()> {
             cases.push(one_case(&server, *profile, protocol, counts).await?);
         }
     }
+    let variants = if bench_setting("FIRSTTOKEN_FIELD_VARIANTS", true, |t| Ok(t != "off"))? {
+        Some(variants::variants(&server).await?)
+    } else {
+        None
+    };
     print_tables(&cases);
+    if let Some((profile, checks)) = variants {
+        variants::print(&checks, &profile);
+    }
     Ok(())
 }
 
@@ -266,7 +283,9 @@ async fn one_case(
     // The page comes from the server itself, not through the link: every connection the
     // link accepts meanwhile is the run's.
     let connections_before = link.connections();
+    let run_began = Instant::now();
     let run = run_in_app(server, &browser, plan).await?;
+    let probe_truth = probe_truth(&link, &target, run_began);
     let connections_in_run = link.connections() - connections_before;
     // The link's own truth of what a new connection cost before its request left: on each
     // connection the run opened, the client's third flight (after the ClientHello, and
@@ -447,12 +466,20 @@ async fn one_case(
         .map(|d| d.p50.value);
     // The reader's first probe opened the connection.
     let reader_probe = median(reader_probes.get(1..).unwrap_or_default());
+    let truth_probe = median(&probe_truth);
     rows.push(Row {
         figure: "probe round trip, median of warm probes",
         engine: ms(probe),
         reader: ms(reader_probe),
-        truth: format!("{rtt:.1} (RTT + mean jitter) + handler"),
-        difference: diff(probe, Some(rtt)),
+        truth: truth_probe.map_or("—".into(), |t| {
+            format!(
+                "{t:.1} (the link: request in to response out; profile RTT + mean jitter {rtt:.1})"
+            )
+        }),
+        difference: match (probe, truth_probe) {
+            (Some(p), Some(t)) => format!("{:+.1} ({:+.1}%)", p - t, 100.0 * (p - t) / t),
+            _ => "—".into(),
+        },
     });
     rows.extend(verdicts);
     Ok(Case {
@@ -460,6 +487,36 @@ async fn one_case(
         protocol,
         rows,
     })
+}
+
+/// The link's own round trip for each of the engine's warm probes (served since
+/// `since`, the first left out as the one that may have opened the connection): from the
+/// moment the probe's last bytes reached the link to the moment the link handed the
+/// client the first bytes of the answer. That is the round trip on the wire, jitter and
+/// the probe handler's time included, and nothing of the browser's own. Probes go one at
+/// a time and nothing else is in flight meanwhile, so the link's nearest events around
+/// the target's receipt of a probe are that probe's, on whichever connection.
+fn probe_truth(link: &Link, target: &FieldTarget, since: Instant) -> Vec<f64> {
+    let log = link.log();
+    let ups: Vec<Instant> = log
+        .iter()
+        .flat_map(|c| c.arrivals_up.iter().map(|(at, _)| *at))
+        .collect();
+    let downs: Vec<Instant> = log
+        .iter()
+        .flat_map(|c| c.deliveries_down.iter().map(|(at, _)| *at))
+        .collect();
+    target
+        .served()
+        .iter()
+        .filter(|s| s.received > since && s.path.ends_with("/ping"))
+        .skip(1)
+        .filter_map(|s| {
+            let sent = ups.iter().filter(|&&at| at < s.received).max()?;
+            let answered = downs.iter().filter(|&&at| at > s.received).min()?;
+            Some(answered.duration_since(*sent).as_secs_f64() * 1000.0)
+        })
+        .collect()
 }
 
 /// When each of the client's flights on a connection began: its arrivals grouped where
