@@ -237,10 +237,8 @@ impl Session {
                 if !finished.withdrawn.is_empty() {
                     this.samples.update(|samples| {
                         for s in samples.iter_mut() {
-                            if finished.withdrawn.contains(&s.index)
-                                && let Some(conn) = s.conn.as_mut()
-                            {
-                                conn.new_connection = None;
+                            if finished.withdrawn.contains(&s.index) {
+                                crate::engine::runner::withdraw_label(s);
                             }
                         }
                     });

@@ -187,6 +187,17 @@ pub async fn run_plan(
     run.samples
 }
 
+/// Takes away a sample's new-or-reused label; a connection that said nothing else (the
+/// label came from the client port, Resource Timing gave no detail) goes with it.
+pub fn withdraw_label(sample: &mut Sample) {
+    if let Some(conn) = sample.conn.as_mut() {
+        conn.new_connection = None;
+    }
+    if sample.conn.as_ref() == Some(&Connection::default()) {
+        sample.conn = None;
+    }
+}
+
 /// Where a run's fresh host names are numbered from: a number unique to the run, so a
 /// second run within the browser's idle-socket lifetime does not find old connections.
 /// Fresh request `i` (from 1) goes to `{n}` = base + i.
@@ -451,8 +462,8 @@ impl Runner<'_> {
                         .iter_mut()
                         .chain(kept.iter_mut())
                         .find(|s| s.index == i);
-                    if let Some(conn) = earlier.and_then(|s| s.conn.as_mut()) {
-                        conn.new_connection = None;
+                    if let Some(earlier) = earlier {
+                        withdraw_label(earlier);
                     }
                 }
                 self.by_port.retain(|(t, _)| *t != target);

@@ -945,22 +945,28 @@ mod tests {
 
     /// The main request once more after the wait: a new preflight before it (on the warm
     /// connection, at least ¾ of a round trip and 5 ms more before it left) warns with
-    /// the header to send; none passes only where the first request's preflight showed
-    /// that one would be seen; a new connection says the keep-alive is short instead.
+    /// the header to send; none passes only where a probe timed a round trip that a
+    /// preflight would have shown; a request that opened its own connection says the
+    /// keep-alive is short, not that the preflight expired.
     #[test]
     fn a_preflight_answer_not_kept_is_warned_of() {
         let sent = |ms: f64, headers: f64| Reply {
             conn: Some(Connection {
                 reused: Some(true),
-                new_connection: Some(false),
                 sent_ms: Some(ms),
                 ..Connection::default()
             }),
             headers_ms: Some(headers),
             ..good().main
         };
-        // 80 ms round trip: the first request paid TCP, TLS and the preflight.
+        let probe = |ms: f64| Reply {
+            status: 200,
+            headers_ms: Some(ms),
+            ..Reply::default()
+        };
+        // 80 ms round trip, a probe that shows it.
         let mut o = good();
+        o.probe = Some(probe(82.0));
         o.main = sent(245.0, 330.0);
         o.main_again = Some(sent(0.4, 85.0));
         o.after_wait = Some(sent(83.0, 170.0));
@@ -969,18 +975,32 @@ mod tests {
         assert_eq!(l.fix.as_deref(), Some("Access-Control-Max-Age: 7200"));
         o.after_wait = Some(sent(0.5, 86.0));
         assert_eq!(line(&o, "preflight_cache").verdict, Verdict::Pass);
+        // Without a probe, no new preflight is not evidence: the warm request's 150 ms to
+        // its head may be mostly the server's, and a 50 ms preflight would not clear ¾ of
+        // it.
+        o.probe = None;
+        o.main_again = Some(sent(0.4, 150.0));
+        assert_eq!(line(&o, "preflight_cache").verdict, Verdict::Skip);
+        // But a clear one still warns.
+        o.after_wait = Some(sent(130.0, 280.0));
+        assert_eq!(line(&o, "preflight_cache").verdict, Verdict::Warn);
         // Loopback: nothing a preflight costs can be seen.
+        o.probe = Some(probe(0.9));
         o.main = sent(1.2, 2.0);
         o.main_again = Some(sent(0.3, 1.1));
         o.after_wait = Some(sent(0.6, 1.4));
         assert_eq!(line(&o, "preflight_cache").verdict, Verdict::Skip);
-        // The connection was closed meanwhile.
-        let mut closed = sent(250.0, 330.0);
-        closed.conn.as_mut().expect("conn").new_connection = Some(true);
+        // The connection was closed meanwhile: the request timed a connect of its own, so
+        // no preflight went first.
+        let mut closed = sent(170.0, 250.0);
+        closed.conn.as_mut().expect("conn").reused = Some(false);
         o.after_wait = Some(closed);
         let l = line(&o, "preflight_cache");
         assert_eq!(l.verdict, Verdict::Warn);
-        assert!(l.detail.contains("new connection"), "{l:?}");
+        assert!(
+            l.detail.contains("new connection") && l.fix.is_none(),
+            "{l:?}"
+        );
         // Same origin: no wait, no line.
         o.after_wait = None;
         assert!(!verdicts(&o).iter().any(|(k, _)| k == "preflight_cache"));

@@ -223,14 +223,22 @@ fn fresh_line(o: &Observed, fresh: &Fresh) -> Line {
 }
 
 /// Whether the preflight's answer is kept between requests: the main request sent once
-/// more after [`PREFLIGHT_WAIT_MS`] idle, on the connection still open, against the one
-/// sent straight after the first. What it spent before it left (`sent_ms`) over that one
-/// is a new preflight's round trip when it is at least three quarters of the network's
-/// round trip and 5 ms (as runs read it, [`crate::report::paid_preflight`]). The round
-/// trip is bounded by the quickest time to a response head (the probe's, else the warm
-/// request's). A preflight is known to be visible at that threshold only when the first
-/// request's own preflight (with its connection) was: otherwise nothing is claimed. No
-/// line when no preflight is needed.
+/// more after [`PREFLIGHT_WAIT_MS`] idle, against the one sent straight after the first.
+///
+/// - It opened a connection of its own (Resource Timing timed a connect for it): the
+///   endpoint closed the idle connection, and no preflight went first (a preflight would
+///   have opened the connection, leaving the request on a reused one).
+/// - On a reused connection, what it spent before it left (`sent_ms`) over the other's is
+///   a new preflight when it is at least three quarters of a round trip and 5 ms (as runs
+///   read it, [`crate::report::paid_preflight`]). The round trip is bounded from above by
+///   the quickest of the probe's and the warm request's times to their response heads
+///   (the network stack's `wait_ms` where it gave one), so the threshold is never too
+///   low to be crossed by chance.
+/// - It passes only when a probe timed the round trip (a light GET: its time to a head
+///   is a round trip and a small handler) and that round trip clears the threshold: a
+///   new preflight would then have shown. Otherwise what would show is not known.
+///
+/// No line when no preflight is needed.
 fn preflight_cache_line(o: &Observed) -> Option<Line> {
     let again = o.main_again.as_ref().filter(|_| o.main.answered())?;
     let after = o.after_wait.as_ref()?;
@@ -242,63 +250,70 @@ fn preflight_cache_line(o: &Observed) -> Option<Line> {
         fix,
     };
     let wait = PREFLIGHT_WAIT_MS / 1000;
-    if after.conn.as_ref().and_then(|c| c.new_connection) == Some(true) {
+    if after.conn.as_ref().and_then(|c| c.reused) == Some(false) {
         return Some(line(
             Verdict::Warn,
             format!(
-                "After {wait} s with nothing sent, the request ran on a new connection: the endpoint (or a proxy in front of it) closes idle connections within {wait} s, so a beta user's request after a pause pays TCP and TLS again, which cold requests will show. Whether the preflight's answer is kept could not be told."
+                "After {wait} s with nothing sent, the request opened a new connection of its own: the endpoint (or a proxy in front of it) closes idle connections within {wait} s (uvicorn's and Node's default is 5 s), so a beta user's request after a pause pays TCP and TLS again, which cold requests will show. The preflight's answer was kept: none went before it."
             ),
             None,
         ));
     }
     let sent = |r: &Reply| r.conn.as_ref().and_then(|c| c.sent_ms);
-    let round_trip = o
+    // A reply's time to its response head: the network stack's where it gave one.
+    let head = |r: &Reply| r.conn.as_ref().and_then(|c| c.wait_ms).or(r.headers_ms);
+    let probe = o
         .probe
-        .iter()
+        .as_ref()
         .filter(|p| (200..400).contains(&p.status) && !p.redirected)
-        .filter_map(|p| p.headers_ms)
-        .chain(again.headers_ms)
-        .reduce(f64::min);
-    let (Some(first), Some(before), Some(later), Some(round_trip)) =
-        (sent(&o.main), sent(again), sent(after), round_trip)
-    else {
+        .and_then(head);
+    let bound = probe.into_iter().chain(head(again)).reduce(f64::min);
+    let (Some(before), Some(later), Some(bound)) = (sent(again), sent(after), bound) else {
         return Some(line(
             Verdict::Skip,
             "Whether the preflight's answer is kept could not be told: the browser showed no timing detail of the requests (send Timing-Allow-Origin).".into(),
             None,
         ));
     };
-    let threshold = (0.75 * round_trip).max(5.0);
+    let threshold = (0.75 * bound).max(5.0);
     let extra = later - before;
     Some(if extra >= threshold {
         line(
             Verdict::Warn,
             format!(
-                "A request {wait} s after the last waited {} more before it was sent: a new CORS preflight. The preflight's answer has no Access-Control-Max-Age (browsers then keep it 5 s) or a short one, so every request after a pause pays a round trip more, which steady and cold requests will show.",
+                "A request {wait} s after the last waited {} more on its connection before it was sent: a new CORS preflight. The preflight's answer has no Access-Control-Max-Age (browsers then keep it 5 s) or a short one, so every request after a pause pays a round trip more, which steady and cold requests will show.",
                 opt_ms(Some(extra))
             ),
             Some("Access-Control-Max-Age: 7200".into()),
         )
-    } else if first - before < threshold {
-        // Even the first request's preflight, connection and all, took less than what
-        // would count: a new one would not show.
-        line(
-            Verdict::Skip,
-            format!(
-                "Whether the preflight's answer is kept cannot be told on a round trip this short ({}): a new preflight would cost too little to see. From a beta user's network it can.",
-                opt_ms(Some(round_trip))
-            ),
-            None,
-        )
     } else {
-        line(
-            Verdict::Pass,
-            format!(
-                "A request {wait} s after the last went without a new preflight ({} before it was sent, {} for the one before): the preflight's answer is kept longer.",
-                opt_ms(Some(later)),
-                opt_ms(Some(before))
+        match probe {
+            Some(round_trip) if round_trip >= threshold => line(
+                Verdict::Pass,
+                format!(
+                    "A request {wait} s after the last went without a new preflight ({} before it was sent, {} for the one before; a preflight would have added about the probe's {}): the preflight's answer is kept longer.",
+                    opt_ms(Some(later)),
+                    opt_ms(Some(before)),
+                    opt_ms(Some(round_trip))
+                ),
+                None,
             ),
-            None,
-        )
+            Some(round_trip) => line(
+                Verdict::Skip,
+                format!(
+                    "Whether the preflight's answer is kept cannot be told on a round trip this short ({}): a new preflight would cost too little to see. From a beta user's network it can.",
+                    opt_ms(Some(round_trip))
+                ),
+                None,
+            ),
+            None => line(
+                Verdict::Skip,
+                format!(
+                    "No new preflight showed, but without a round-trip probe it cannot be told whether one would have: the request's time to its response head ({}) includes the server's own. Runs count steady requests that waited for one.",
+                    opt_ms(head(again))
+                ),
+                None,
+            ),
+        }
     })
 }

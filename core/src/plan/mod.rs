@@ -152,7 +152,6 @@ impl PhasePlan {
     }
 }
 
-/// How many batches of `k` make at least `requests` requests.
 /// The uncounted batch a concurrency phase begins with: as many requests at once as its
 /// highest level, recorded as warm-up, so the connections the levels need are open
 /// before any level is read (over HTTP/1.1 the first batch at 3 would otherwise open two
@@ -161,6 +160,7 @@ pub fn opening_batch(levels: &[u32]) -> u32 {
     levels.iter().copied().max().filter(|&k| k > 1).unwrap_or(0)
 }
 
+/// How many batches of `k` make at least `requests` requests.
 pub fn batches(requests: u32, k: u32) -> u32 {
     requests.div_ceil(k.max(1))
 }

@@ -117,8 +117,9 @@ pub(super) fn cells<'a>(
 }
 
 /// Indexes as ranges, the way `cells.indexes` keeps them: `[0, 1, 2, 3, 7, 9, 10]` is
-/// `"0-3,7,9-10"`. A protocol's phases and levels are runs of consecutive requests, so a
-/// cell's list is a few ranges. `indexes` ascending.
+/// `"0-3,7,9-10"`. Most of a protocol's phases are runs of consecutive requests, so a
+/// cell's list is a few ranges; where requests take turns (steady and fresh in pairs,
+/// concurrency levels, compare rounds) it has about one range per request. `indexes` ascending.
 pub(super) fn ranges(indexes: &[u32]) -> String {
     let mut text = String::new();
     let mut at = 0;

@@ -43,7 +43,7 @@ pub const DAY_MS: i64 = 86_400_000;
 pub const SETTLE_MS: i64 = 10 * 60 * 1000;
 /// Runs folded at a time into a row's fold while a day is folded.
 const RUNS_PER_STEP: usize = 4_096;
-/// Rows per INSERT of folds (17 parameters each).
+/// Rows per INSERT of folds (16 parameters each).
 const ROWS_PER_INSERT: usize = 500;
 /// The most rows of folds a day may have; past them it is read from its cells (its
 /// `varies` is [`TOO_VARIED`]).
