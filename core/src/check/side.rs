@@ -275,6 +275,17 @@ fn preflight_cache_line(o: &Observed) -> Option<Line> {
             None,
         ));
     };
+    if bound < crate::report::VISIBLE_PREFLIGHT_MS {
+        // A round trip (and so a preflight) shorter than a browser's own hiccups.
+        return Some(line(
+            Verdict::Skip,
+            format!(
+                "Whether the preflight's answer is kept cannot be told on a round trip this short ({}): a new preflight would cost no more than the browser's own hiccups. From a beta user's network it can.",
+                opt_ms(Some(bound))
+            ),
+            None,
+        ));
+    }
     let threshold = (0.75 * bound).max(5.0);
     let extra = later - before;
     Some(if extra >= threshold {
