@@ -704,7 +704,12 @@ async fn each_request_in_a_batch_gets_its_own_resource_timing_entry() {
         requests_per_level: 9,
     }];
     let (samples, _) = run(&plan).await;
-    assert_eq!(samples.len(), 9);
+    // The phase's opening batch of 3 (recorded as warm-up), then three batches of 3.
+    assert_eq!(samples.len(), 12);
+    assert_eq!(
+        samples.iter().filter(|s| s.phase == Phase::Warmup).count(),
+        3
+    );
     let mut queues = Vec::new();
     for s in &samples {
         let header = s
