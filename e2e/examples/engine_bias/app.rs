@@ -87,18 +87,10 @@ pub(super) async fn run_in_app(
     if busy {
         driver.execute(BUSY, Vec::new()).await?;
     }
-    let runs_before = server.db.run_ids().await?.len();
-    browser.consent_and_start().await?;
     // Waited for from inside the page: polling through WebDriver during the run would
     // take the page's thread and the browser's while the engine measures, as the JS
     // readers' cases (one script each) never do.
-    browser
-        .wait_for_text_quietly("[data-testid=run-status]", "Finished")
-        .await?;
-    browser
-        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(30))
-        .await?;
-    let record: Value = serde_json::from_str(&server.record_after(runs_before).await?)?;
+    let record: Value = serde_json::from_str(&browser.run_and_read_record(server).await?)?;
     if level > HTTP1_CONNECTIONS_PER_HOST {
         let protocols: Vec<&str> = record["samples"]
             .as_array()

@@ -548,16 +548,8 @@ async fn run_in_app(server: &TestServer, browser: &Browser, plan: Plan) -> anyho
     browser
         .wait_for_count("[data-testid=start-button]", 1, Duration::from_secs(30))
         .await?;
-    let runs_before = server.db.run_ids().await?.len();
-    browser.consent_and_start().await?;
-    browser
-        .wait_for_text_quietly("[data-testid=run-status]", "Finished")
-        .await?;
-    browser
-        .wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
-        .await?;
     Ok(serde_json::from_str(
-        &server.record_after(runs_before).await?,
+        &browser.run_and_read_record(server).await?,
     )?)
 }
 
