@@ -361,19 +361,6 @@ impl Browser {
         Ok(())
     }
 
-    /// Runs the study on the page loaded now as a beta user would (consent, Start), waits
-    /// for it to finish from inside the page (nothing polls the page while it measures)
-    /// and for its upload, and returns the record `server` stored.
-    pub async fn run_and_read_record(&self, server: &crate::TestServer) -> anyhow::Result<String> {
-        let runs_before = server.db.run_ids().await?.len();
-        self.consent_and_start().await?;
-        self.wait_for_text_quietly("[data-testid=run-status]", "Finished")
-            .await?;
-        self.wait_for_count("[data-testid=stored-run-link]", 1, Duration::from_secs(60))
-            .await?;
-        server.record_after(runs_before).await
-    }
-
     /// Waits until `selector` matches at least `count` elements and returns them.
     pub async fn wait_for_count(
         &self,

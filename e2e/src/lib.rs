@@ -250,6 +250,26 @@ impl TestServer {
         Ok(records)
     }
 
+    /// Runs the study on the page `browser` has loaded now as a beta user would (consent,
+    /// Start), waits for it to finish from inside the page (nothing polls the page while
+    /// it measures) and for its upload, and returns the record this server stored.
+    #[cfg(feature = "browser")]
+    pub async fn run_and_read_record(&self, browser: &browser::Browser) -> anyhow::Result<String> {
+        let runs_before = self.db.run_ids().await?.len();
+        browser.consent_and_start().await?;
+        browser
+            .wait_for_text_quietly("[data-testid=run-status]", "Finished")
+            .await?;
+        browser
+            .wait_for_count(
+                "[data-testid=stored-run-link]",
+                1,
+                std::time::Duration::from_secs(60),
+            )
+            .await?;
+        self.record_after(runs_before).await
+    }
+
     /// The record of the one run stored since there were `runs_before`; an error if none
     /// or several were.
     pub async fn record_after(&self, runs_before: usize) -> anyhow::Result<String> {

@@ -90,7 +90,7 @@ pub(super) async fn run_in_app(
     // Waited for from inside the page: polling through WebDriver during the run would
     // take the page's thread and the browser's while the engine measures, as the JS
     // readers' cases (one script each) never do.
-    let record: Value = serde_json::from_str(&browser.run_and_read_record(server).await?)?;
+    let record: Value = serde_json::from_str(&server.run_and_read_record(browser).await?)?;
     if level > HTTP1_CONNECTIONS_PER_HOST {
         let protocols: Vec<&str> = record["samples"]
             .as_array()

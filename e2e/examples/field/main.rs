@@ -549,7 +549,7 @@ async fn run_in_app(server: &TestServer, browser: &Browser, plan: Plan) -> anyho
         .wait_for_count("[data-testid=start-button]", 1, Duration::from_secs(30))
         .await?;
     Ok(serde_json::from_str(
-        &browser.run_and_read_record(server).await?,
+        &server.run_and_read_record(browser).await?,
     )?)
 }
 
