@@ -23,6 +23,7 @@ use tokio::task::JoinHandle;
 pub mod browser;
 pub mod endpoint;
 pub mod link;
+pub mod nginx;
 #[cfg(feature = "browser")]
 pub mod target;
 #[cfg(feature = "browser")]
@@ -208,6 +209,16 @@ impl TestServer {
     /// this one's, without the app).
     pub fn state(&self) -> AppState {
         AppState::new(self.db.clone(), test_config(None))
+    }
+
+    /// [`TestServer::state`] with its app under `base_path` (`/firsttoken`), as behind a
+    /// reverse proxy that passes a prefix through.
+    pub fn state_under(&self, base_path: &str) -> AppState {
+        let config = Config {
+            base_path: base_path.to_owned(),
+            ..test_config(None)
+        };
+        AppState::new(self.db.clone(), config)
     }
 
     /// How many TCP connections the server has accepted.

@@ -193,6 +193,8 @@ pub struct FieldTarget {
     config: TargetConfig,
     ca_der: Vec<u8>,
     ca_spki: Vec<u8>,
+    /// The leaf certificate and its PKCS #8 key, for a proxy in front that ends TLS.
+    leaf: (Vec<u8>, Vec<u8>),
     truth: Arc<Truth>,
     task: JoinHandle<()>,
 }
@@ -259,6 +261,7 @@ impl FieldTarget {
             config,
             ca_der: authority.ca_der,
             ca_spki: authority.ca_spki,
+            leaf: (authority.leaf_der, authority.leaf_key),
             truth,
             task,
         })
@@ -303,14 +306,23 @@ impl FieldTarget {
 
     /// The certificate authority's certificate, PEM-encoded, for clients that trust it.
     pub fn ca_pem(&self) -> String {
-        let base64 = BASE64.encode(&self.ca_der);
-        let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
-        for line in base64.as_bytes().chunks(64) {
-            pem.push_str(&String::from_utf8_lossy(line));
-            pem.push('\n');
-        }
-        pem.push_str("-----END CERTIFICATE-----\n");
-        pem
+        pem("CERTIFICATE", &self.ca_der)
+    }
+
+    /// The chain this target sends (leaf, then authority) and the leaf's private key,
+    /// PEM-encoded: for a reverse proxy in front of a plain-HTTP target to end TLS with
+    /// (nginx's `ssl_certificate` and `ssl_certificate_key`), so a browser trusting
+    /// [`FieldTarget::spki_flag`] trusts the proxy.
+    pub fn chain_and_key_pem(&self) -> (String, String) {
+        let (leaf, key) = &self.leaf;
+        (
+            format!(
+                "{}{}",
+                pem("CERTIFICATE", leaf),
+                pem("CERTIFICATE", &self.ca_der)
+            ),
+            pem("PRIVATE KEY", key),
+        )
     }
 
     /// The certificate authority's certificate, DER-encoded.
@@ -516,6 +528,18 @@ fn timing_entry(name: &str) -> HeaderValue {
     }
     entry.push('"');
     HeaderValue::from_str(&entry).unwrap_or_else(|_| HeaderValue::from_static("request"))
+}
+
+/// `der` as a PEM block labelled `label`.
+fn pem(label: &str, der: &[u8]) -> String {
+    let base64 = BASE64.encode(der);
+    let mut pem = format!("-----BEGIN {label}-----\n");
+    for line in base64.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str(&format!("-----END {label}-----\n"));
+    pem
 }
 
 fn set_max_age(mut response: Response, max_age: MaxAge) -> Response {

@@ -141,7 +141,7 @@ fn port_line(o: &Observed) -> Option<Line> {
                 off.reason()
             ),
             fix: Some(
-                "add_header X-Firsttoken-Client-Port $remote_port always;\nadd_header Access-Control-Expose-Headers X-Firsttoken-Client-Port always;".into(),
+                "proxy_hide_header X-Firsttoken-Client-Port;\nadd_header X-Firsttoken-Client-Port $remote_port always;\nadd_header Access-Control-Expose-Headers X-Firsttoken-Client-Port always;".into(),
             ),
         }
     } else if log.port_trusted(0) {

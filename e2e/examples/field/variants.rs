@@ -18,7 +18,10 @@
 //! - compare rounds between two targets with the same server time, one of them closing
 //!   idle connections after 0.9 s (about as long as it waits for the other's request):
 //!   rounds where it reconnected are left out (against the target's connection numbers),
-//!   and the overhead's interval holds zero, or says that setup could not be left out.
+//!   and the overhead's interval holds zero, or says that setup could not be left out;
+//! - nginx in front, with README's own block ([`proxied`]): reporting the browser's port
+//!   itself, or passing on the app's port of a new upstream connection per request or of a
+//!   shared pool: the witness used or switched off with its reason, against nginx's log.
 
 use std::time::Instant;
 
@@ -32,7 +35,9 @@ use firsttoken_e2e::link::{ConnectionLog, Link, Profile};
 use firsttoken_e2e::target::{FieldTarget, MaxAge, PortHeader, Served, TargetConfig, TlsVersion};
 use firsttoken_e2e::{TestServer, bench_setting};
 
-use super::{ms, run_in_app};
+use super::{BODY, ms, run_in_app};
+
+mod proxied;
 
 /// One figure of a variant: the page's, the truth, and whether the page's holds.
 pub(super) struct Check {
@@ -64,6 +69,7 @@ pub(super) async fn variants(server: &TestServer) -> anyhow::Result<(String, Vec
         checks.extend(client_port(server, profile, port).await?);
     }
     checks.extend(compare_keep_alive(server, profile).await?);
+    checks.extend(proxied::behind_nginx(server, profile).await?);
     Ok((profile.label(), checks))
 }
 
@@ -162,7 +168,7 @@ async fn tls12(server: &TestServer, profile: Profile) -> anyhow::Result<Vec<Chec
         },
     )
     .await?;
-    let fresh = 3;
+    let fresh = 5;
     let run = setup
         .run(
             server,
@@ -265,6 +271,23 @@ async fn preflight_cache(
     }])
 }
 
+/// The JS reader's cold request: two requests to `url`, `idle` ms without one, then one
+/// more; its Resource Timing `requestStart − startTime` and whether it connected.
+const READER_COLD: &str = r#"
+const [url, body, idle, done] = arguments;
+const post = () => fetch(url, {method: 'POST', headers: {'content-type': 'application/json'}, body})
+  .then((r) => r.arrayBuffer());
+(async () => {
+  await post();
+  await post();
+  await new Promise((resolve) => setTimeout(resolve, idle));
+  await post();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const e = performance.getEntriesByName(url).pop();
+  done({sent: e.requestStart - e.startTime, connected: e.connectEnd > e.connectStart || e.secureConnectionStart > 0});
+})().catch((e) => done({error: String(e)}));
+"#;
+
 /// A keep-alive shorter than the idle wait: the cold request reconnects.
 async fn keep_alive(server: &TestServer, profile: Profile) -> anyhow::Result<Vec<Check>> {
     let setup = Setup::start(
@@ -277,6 +300,16 @@ async fn keep_alive(server: &TestServer, profile: Profile) -> anyhow::Result<Vec
         },
     )
     .await?;
+    // The JS reader first, in the same browser: two requests, 4 s idle, one more.
+    let driver = &setup.browser.driver;
+    driver.goto(server.url("/")).await?;
+    let url = format!("https://target.test:{}{PATH}", setup.link.address().port());
+    let reader = driver
+        .execute_async(READER_COLD, vec![url.into(), BODY.into(), 4000.into()])
+        .await?
+        .json()
+        .clone();
+    let reader_sent = reader["sent"].as_f64();
     let run = setup
         .run(
             server,
@@ -294,7 +327,11 @@ async fn keep_alive(server: &TestServer, profile: Profile) -> anyhow::Result<Vec
     let served = setup.target.served();
     let posts = posts(&served);
     let (before, cold) = match posts.as_slice() {
-        [.., before, cold] => (before, cold),
+        [_, _, reader_cold, .., before, cold] => {
+            let truth = before_sent(&log, reader_cold.received);
+            println!("    keep-alive: the JS reader's cold request {reader} (the link: {truth:?})");
+            (before, cold)
+        }
         _ => anyhow::bail!("the target served {} requests", posts.len()),
     };
     let truth_new = cold.connection != before.connection;
@@ -315,7 +352,11 @@ async fn keep_alive(server: &TestServer, profile: Profile) -> anyhow::Result<Vec
             variant,
             figure: "the cold request: before it left (sent_ms)",
             page: ms(page.sent_ms),
-            truth: format!("{} (the link: accept to the request)", ms(truth_sent)),
+            truth: format!(
+                "{} (the link: accept to the request); the JS reader's: {}",
+                ms(truth_sent),
+                ms(reader_sent)
+            ),
             holds: within_tenth(page.sent_ms, truth_sent, profile),
         },
     ])

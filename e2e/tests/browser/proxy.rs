@@ -1,117 +1,23 @@
 //! firsttoken on the operator's own origin: the built app and its API under a path prefix
 //! (`--base-path /firsttoken`) behind a real nginx from Debian's packages (`cargo xtask
 //! test` installs it and names it in `NGINX_BIN`; each test starts it on a free loopback port
-//! with a configuration of its own, the one README's Deployment section gives). A beta
+//! with README's own block, `firsttoken_e2e::nginx`). A beta
 //! user opens the link through the proxy, measures the demo (now on the page's own origin:
 //! no CORS preflight, and the page's cookies when the study asks) and uploads.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP};
+use firsttoken_e2e::nginx::{BASE, Nginx, NginxConfig};
 use thirtyfour::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(60);
-const BASE: &str = "/firsttoken";
 /// A fast demo answer, so 50 requests take a few seconds.
 const FAST: &str = "first_token_ms=40&itl_ms=2&tokens=8";
 /// Requests per run: the closing note's "median of 50".
 const REQUESTS: usize = 50;
-
-/// nginx in front of a firsttoken server, passing `/firsttoken/` through unchanged with
-/// response buffering off; its access log records each request's `Cookie` header.
-struct Nginx {
-    child: Child,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Nginx {
-    fn start(upstream: SocketAddr) -> anyhow::Result<Self> {
-        let binary = std::env::var("NGINX_BIN")
-            .context("NGINX_BIN names the nginx binary: run these tests with `cargo xtask test`")?;
-        let dir = tempfile::tempdir()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let d = dir.path().display();
-        let config = format!(
-            // One process, no master: killing it when the test ends leaves no worker
-            // behind (an orphaned worker kept the test's output pipe open).
-            r#"master_process off;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 256; }}
-http {{
-    log_format cookies '$request_uri cookie=[$http_cookie]';
-    access_log {d}/access.log cookies;
-    client_body_temp_path {d}/body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        location {BASE}/ {{
-            proxy_pass http://{upstream};
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header Host $host;
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_buffering off;
-            proxy_read_timeout 1h;
-        }}
-    }}
-}}
-"#
-        );
-        let file = dir.path().join("nginx.conf");
-        std::fs::write(&file, config)?;
-        let child = Command::new(&binary)
-            .arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(&file)
-            .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .args(["-g", "daemon off;"])
-            // nginx reads NGINX as sockets handed over by an older nginx.
-            .env_remove("NGINX")
-            .spawn()
-            .with_context(|| format!("cannot start {binary}"))?;
-        let nginx = Self { child, port, dir };
-        let start = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if start.elapsed() > Duration::from_secs(10) {
-                bail!(
-                    "nginx did not listen within 10 s: {}",
-                    std::fs::read_to_string(nginx.dir.path().join("error.log")).unwrap_or_default()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Ok(nginx)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn access_log(&self) -> PathBuf {
-        self.dir.path().join("access.log")
-    }
-}
 
 /// Makes a Steady link on the operator's page at `page` (under the prefix) for the demo
 /// there, with the page's cookies sent when `cookies`, and returns the link.
@@ -223,13 +129,16 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
         c.trust_forwarded_for = true;
     })
     .await?;
-    let nginx = Nginx::start(server.address)?;
+    let nginx = Nginx::start(&NginxConfig::plain(server.address))?;
     let browser = Browser::start(DESKTOP).await?;
 
     // Nothing outside the prefix is firsttoken's (nginx answers 404 itself).
-    assert_eq!(http_status(nginx.port, "/v1/chat/completions").await?, 404);
     assert_eq!(
-        http_status(nginx.port, &format!("{BASE}/api/v1/ping")).await?,
+        http_status(nginx.port(), "/v1/chat/completions").await?,
+        404
+    );
+    assert_eq!(
+        http_status(nginx.port(), &format!("{BASE}/api/v1/ping")).await?,
         200
     );
 
@@ -252,7 +161,10 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
         .wait_for_text("[data-testid=session-notice]", WAIT, |t| !t.is_empty())
         .await?;
     assert!(
-        notice.contains(&format!("signed-in session with 127.0.0.1:{}", nginx.port)),
+        notice.contains(&format!(
+            "signed-in session with 127.0.0.1:{}",
+            nginx.port()
+        )),
         "{notice}"
     );
     browser.screenshot("study-session-notice").await?;
@@ -282,7 +194,7 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
     let log = std::fs::read_to_string(nginx.access_log())?;
     let demo_requests: Vec<&str> = log
         .lines()
-        .filter(|l| l.starts_with(&format!("{BASE}/v1/chat/completions")))
+        .filter(|l| l.starts_with(&format!("POST {BASE}/v1/chat/completions")))
         .collect();
     assert_eq!(demo_requests.len(), REQUESTS, "{log}");
     assert!(
@@ -295,7 +207,7 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
     assert!(
         log.lines()
             .filter(|l| l.contains("/api/v1/runs"))
-            .all(|l| l.ends_with("cookie=[-]")),
+            .all(|l| l.contains(" cookie=[-] ")),
         "{log}"
     );
 
@@ -330,4 +242,76 @@ async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
         .nth(1)
         .and_then(|code| code.parse().ok())
         .with_context(|| format!("not an HTTP response: {head:?}"))
+}
+
+/// Over a fiber link (10 ms round trip), nginx ending TLS 1.3 in front of the app with
+/// README's block: the target check says whether the client port the target reports is
+/// the browser's. nginx reporting `$remote_port` itself (README's lines) passes; the
+/// app's own port behind nginx, from a new upstream connection per request (README's block
+/// as written) or from a shared pool of them, warns with the reason and names the fix.
+/// A pool reuses one upstream connection for back-to-back requests, so only the fresh host
+/// names (new browser connections on a port already seen) show it.
+#[tokio::test]
+async fn behind_nginx_over_a_link_the_check_says_whether_the_client_port_is_the_browsers()
+-> anyhow::Result<()> {
+    use firsttoken_e2e::link::{Link, Profile};
+    use firsttoken_e2e::nginx::NginxTls;
+    use firsttoken_e2e::target::{FieldTarget, PortHeader, TargetConfig};
+
+    use crate::target_check::{check, fill, verdict};
+
+    let server = TestServer::start().await?;
+    for (pool, client_port, port_header, expected, says) in [
+        (None, true, PortHeader::Absent, "pass", "came from port"),
+        (None, false, PortHeader::Peer, "warn", "a proxy's"),
+        (Some(4), false, PortHeader::Peer, "warn", "a proxy's"),
+    ] {
+        let case = format!("pool {pool:?}, port from nginx {client_port}");
+        let target = FieldTarget::start(
+            server.state_under(BASE),
+            TargetConfig {
+                tls: None,
+                http2: false,
+                port_header,
+                ..TargetConfig::default()
+            },
+        )
+        .await?;
+        let (chain_pem, key_pem) = target.chain_and_key_pem();
+        let nginx = Nginx::start(&NginxConfig {
+            upstream: target.address(),
+            tls: Some(NginxTls {
+                chain_pem,
+                key_pem,
+                http2: false,
+            }),
+            pool,
+            client_port,
+        })?;
+        let link = Link::start(nginx.address(), Profile::FIBER).await?;
+        let flags = [target.spki_flag(), FieldTarget::resolver_flag("*.test")];
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let browser = Browser::start_with(DESKTOP, &flags).await?;
+        browser.driver.goto(server.url("/")).await?;
+        let port = link.address().port();
+        let path = format!("{BASE}/v1/chat/completions?{FAST}");
+        fill(
+            &browser,
+            "fresh-url",
+            &format!("https://{{n}}.fresh.test:{port}{path}"),
+        )
+        .await?;
+        let list = check(&browser, &format!("https://target.test:{port}{path}"), None).await?;
+        browser.quit().await?;
+        let line = verdict(&list, "client_port");
+        assert_eq!(line.verdict, expected, "{case}: {list:#?}");
+        assert!(line.text.contains(says), "{case}: {list:#?}");
+        if expected == "warn" {
+            assert!(line.text.contains("$remote_port"), "{case}: {list:#?}");
+        }
+        // Resource Timing still tells the fresh host names' connections new: the port
+        // never overrides it.
+        assert_eq!(verdict(&list, "fresh").verdict, "pass", "{case}: {list:#?}");
+    }
+    Ok(())
 }

@@ -22,17 +22,17 @@ const FAST: &str = "first_token_ms=20&itl_ms=2&tokens=4";
 
 /// One line of the checklist: its verdict and its text.
 #[derive(Debug)]
-struct Seen {
-    verdict: String,
-    text: String,
+pub(crate) struct Seen {
+    pub(crate) verdict: String,
+    pub(crate) text: String,
 }
 
 /// The checklist the page shows for `url`, by line key.
-type Checklist = BTreeMap<String, Seen>;
+pub(crate) type Checklist = BTreeMap<String, Seen>;
 
 /// Replaces the text of the field `testid` with `text`, as a person's keys would (so the
 /// page sees input events).
-async fn fill(browser: &Browser, testid: &str, text: &str) -> anyhow::Result<()> {
+pub(crate) async fn fill(browser: &Browser, testid: &str, text: &str) -> anyhow::Result<()> {
     let field = browser
         .wait_for_count(&format!("[data-testid={testid}]"), 1, WAIT)
         .await?
@@ -88,7 +88,11 @@ async fn run_check(browser: &Browser, url: &str) -> anyhow::Result<Checklist> {
 }
 
 /// Sets the target URL and the token, and checks the target.
-async fn check(browser: &Browser, url: &str, token: Option<&str>) -> anyhow::Result<Checklist> {
+pub(crate) async fn check(
+    browser: &Browser,
+    url: &str,
+    token: Option<&str>,
+) -> anyhow::Result<Checklist> {
     fill(browser, "target-url", url).await?;
     set_token(browser, token.unwrap_or_default()).await?;
     run_check(browser, url).await
@@ -108,7 +112,7 @@ async fn choose(browser: &Browser, testid: &str, value: &str) -> anyhow::Result<
     Ok(())
 }
 
-fn verdict<'a>(list: &'a Checklist, key: &str) -> &'a Seen {
+pub(crate) fn verdict<'a>(list: &'a Checklist, key: &str) -> &'a Seen {
     list.get(key)
         .unwrap_or_else(|| panic!("no line {key} in {list:#?}"))
 }
