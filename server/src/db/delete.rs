@@ -1,18 +1,21 @@
 //! Deleting runs: one by its delete token, or every run a filter matches (an age purge
 //! on PostgreSQL drops whole months as tables). A run goes with its record, its cells
 //! and its id in one transaction, and the folds of its day with it (they hold its
-//! histograms; the day is read from its cells until folded again).
+//! histograms; the day is read from its cells until folded again). Each transaction
+//! takes SQLite's write lock at its start ([`BeginWrite`]): it reads before it writes.
 
 use sqlx::QueryBuilder;
 
-use super::{Deleted, DemoSamples, Filter, Pool, constant_time_eq, folds, partitions, sha256_hex};
+use super::{
+    BeginWrite, Deleted, DemoSamples, Filter, Pool, constant_time_eq, folds, partitions, sha256_hex,
+};
 
 /// Deletes a run (its record, its cells and its id) when `token` is the one its upload
 /// was answered with.
 pub(super) async fn delete_run(pool: &Pool, run_id: &str, token: &str) -> anyhow::Result<Deleted> {
     let token_sha = sha256_hex(token.as_bytes());
     with_pool!(pool, |pool| {
-        let mut tx = pool.begin().await?;
+        let mut tx = pool.begin_write().await?;
         let mut select = QueryBuilder::new(
             "SELECT delete_token_sha256, received_at_ms FROM runs WHERE run_id = ",
         );
@@ -65,7 +68,7 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
             purged += dropped.runs;
         }
         return with_pool!(pool, |pool| {
-            let mut tx = pool.begin().await?;
+            let mut tx = pool.begin_write().await?;
             // The days wholly before `to` go with their folds; the day `to` falls in
             // loses its folds (they hold purged runs) and goes back to its cells.
             let mut delete = QueryBuilder::new("DELETE FROM folds WHERE day_ms < ");
@@ -95,7 +98,7 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
     // column a filter names), so the runs are chosen by their cells: the cells go
     // last, as they choose.
     with_pool!(pool, |pool| {
-        let mut tx = pool.begin().await?;
+        let mut tx = pool.begin_write().await?;
         // The folds of the days of the runs going hold them: they go, the days back
         // to their cells.
         let mut days = QueryBuilder::new(format!(

@@ -83,6 +83,32 @@ impl Pool {
     }
 }
 
+/// A transaction that reads and then writes. On SQLite it takes the write lock at its
+/// start (`BEGIN IMMEDIATE`), waiting for it up to the busy timeout: a deferred one that
+/// read first fails at once with "database is locked" when another connection holds the
+/// lock or wrote after its read (SQLite runs no busy handler for a read that becomes a
+/// write), which under uploads is nearly always. PostgreSQL needs nothing of the kind.
+trait BeginWrite {
+    type Database: sqlx::Database;
+    fn begin_write(
+        &self,
+    ) -> impl Future<Output = sqlx::Result<sqlx::Transaction<'static, Self::Database>>> + Send;
+}
+
+impl BeginWrite for SqlitePool {
+    type Database = sqlx::Sqlite;
+    async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.begin_with("BEGIN IMMEDIATE").await
+    }
+}
+
+impl BeginWrite for PgPool {
+    type Database = sqlx::Postgres;
+    async fn begin_write(&self) -> sqlx::Result<sqlx::Transaction<'static, sqlx::Postgres>> {
+        self.begin().await
+    }
+}
+
 impl Db {
     /// The database behind `pool`, with its writer task started (on the current Tokio
     /// runtime).

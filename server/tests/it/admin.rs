@@ -160,3 +160,47 @@ async fn purge_deletes_matching_runs_and_needs_a_condition() {
         t.cleanup().await;
     }
 }
+
+/// Purging while uploads are being written: every purge succeeds (on SQLite a purge that
+/// chose its runs by a read first failed with "database is locked" whenever the upload
+/// writer held the lock or wrote after the read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purges_succeed_while_uploads_are_written() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for t in common::databases().await {
+        let app = App::new(common::state(&t.db));
+        let stop = Arc::new(AtomicBool::new(false));
+        let uploads = tokio::spawn({
+            let (app, stop) = (app.clone(), stop.clone());
+            async move {
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    upload(&app, n, |_| {}).await;
+                    n += 1;
+                }
+                n
+            }
+        });
+        let mut failed = Vec::new();
+        for _ in 0..40 {
+            let response = admin(app.post("/api/v1/admin/purge?include_demo=only"))
+                .send()
+                .await;
+            if response.status != 200 {
+                failed.push(format!("{}: {}", response.status, response.text()));
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let uploaded = uploads.await.expect("the uploads");
+        assert!(uploaded > 0, "{}: uploads went on meanwhile", t.name);
+        assert!(
+            failed.is_empty(),
+            "{}: {} of 40 purges failed with {uploaded} uploads meanwhile: {:?}",
+            t.name,
+            failed.len(),
+            failed.first()
+        );
+        t.cleanup().await;
+    }
+}

@@ -398,3 +398,61 @@ async fn the_database_survives_a_restart() {
         .expect("query");
     assert!(record.is_some());
 }
+
+/// Deleting while uploads are being written: every delete with its token succeeds. On
+/// SQLite a transaction that reads and then writes, begun deferred, failed at once with
+/// "database is locked" whenever the upload writer held the lock or wrote after its read
+/// (no busy handler runs for a read that becomes a write): a user's delete broke exactly
+/// when the collector was busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletes_succeed_while_uploads_are_written() {
+    for t in common::databases().await {
+        let state = common::state(&t.db);
+        const RUNS: u64 = 200;
+        let mut tokens = Vec::new();
+        for n in 0..RUNS {
+            let run = common::run_with(n, |_| {});
+            let (status, body) = send(&state, post(run.to_string())).await;
+            assert_eq!(status, StatusCode::CREATED, "{}: {body}", t.name);
+            let token = body["delete_token"].as_str().expect("token").to_owned();
+            tokens.push((run["run_id"].as_str().expect("id").to_owned(), token));
+        }
+        // Uploads from another task, as fast as they are answered, while the deletes go.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let uploads = tokio::spawn({
+            let (state, stop) = (state.clone(), stop.clone());
+            async move {
+                let mut n = RUNS;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let run = common::run_with(n, |_| {});
+                    let (status, body) = send(&state, post(run.to_string())).await;
+                    assert_eq!(status, StatusCode::CREATED, "{body}");
+                    n += 1;
+                }
+                n - RUNS
+            }
+        });
+        let mut failed = Vec::new();
+        for (id, token) in &tokens {
+            let delete = Request::delete(format!("/api/v1/runs/{id}"))
+                .header(header::AUTHORIZATION, format!("Bearer {token}"))
+                .body(Body::empty())
+                .expect("request");
+            let (status, body) = send(&state, delete).await;
+            if status != StatusCode::NO_CONTENT {
+                failed.push(format!("{status}: {body}"));
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let uploaded = uploads.await.expect("the uploads");
+        assert!(uploaded > 0, "{}: uploads went on meanwhile", t.name);
+        assert!(
+            failed.is_empty(),
+            "{}: {} of {RUNS} deletes failed with {uploaded} uploads meanwhile: {:?}",
+            t.name,
+            failed.len(),
+            failed.first()
+        );
+        t.cleanup().await;
+    }
+}
