@@ -152,6 +152,11 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_MIN_SAMPLES", default_value_t = DEFAULT_MIN_SAMPLES)]
     pub min_samples: usize,
 
+    /// Summaries one network (an IPv4 address, an IPv6 /64) may have computed per minute;
+    /// answers from the 10 s cache are not counted. More get `429` with `Retry-After`.
+    #[arg(long, env = "FIRSTTOKEN_SUMMARIES_PER_MINUTE", default_value_t = 60)]
+    pub summaries_per_minute: u32,
+
     /// The longest one summary may take, in seconds; past it the answer is `503` and says
     /// to narrow the query. Summaries are computed one at a time.
     #[arg(long, env = "FIRSTTOKEN_SUMMARY_TIME_LIMIT_SECS", default_value_t = 15)]
@@ -273,6 +278,7 @@ impl Config {
             admin_token: None,
             results_token: None,
             min_samples: DEFAULT_MIN_SAMPLES,
+            summaries_per_minute: 60,
             summary_time_limit_secs: 15,
             log_format: LogFormat::Text,
         }

@@ -97,7 +97,7 @@ impl AppState {
             )),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             demo_streams: Arc::new(Semaphore::new(config.demo_max_streams.max(1))),
-            summaries: Arc::default(),
+            summaries: Arc::new(routes::summary::Summaries::new(config.summaries_per_minute)),
             health: Arc::default(),
             stopping: Arc::new(watch::channel(false).0),
             metrics: Arc::default(),
@@ -218,7 +218,6 @@ pub fn app(state: AppState) -> Router {
     let base = state.config.base_path.clone();
     let routes = Router::new()
         .merge(routes::runs::router())
-        .merge(routes::summary::router())
         .merge(routes::admin::router())
         .merge(routes::ops::router())
         .merge(demo::router(state.config.demo))
@@ -227,6 +226,10 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             serve::shed,
         ))
+        // Summaries are bounded by their own small pool and per-network budget
+        // (`routes/summary.rs`), outside the in-flight capacity: waiting for their turn,
+        // they once held every permit and shed every upload.
+        .merge(routes::summary::router())
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             metrics::record,

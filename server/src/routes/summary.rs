@@ -2,10 +2,15 @@
 //!
 //! A summary scans cells (each run's samples of one combination of dimensions, kept as
 //! sketches; `db/cells.rs`) and is open to anyone who can reach the collector, so it is
-//! the cheapest way to make the server work hard. It is bounded three ways:
+//! the cheapest way to make the server work hard. It is bounded four ways, outside the
+//! in-flight capacity that uploads, deletes and record reads share (`serve::shed`), so
+//! reads never starve writes:
+//! - each network (an IPv4 address, an IPv6 /64) may have `--summaries-per-minute`
+//!   computed (cached answers are free); past it, `429` with `Retry-After`;
 //! - at most [`SUMMARIES_AT_ONCE`] are computed at once (each holds one database
-//!   connection, so uploads and `/healthz` always have the rest of the pool); a request
-//!   that cannot start within [`WAIT_FOR_TURN`] gets `503` with `Retry-After`;
+//!   connection, so uploads and `/healthz` always have the rest of the pool), and at most
+//!   [`SUMMARY_WAITERS`] wait for their turn: another gets `503` with `Retry-After` at
+//!   once, and so does one that cannot start within [`WAIT_FOR_TURN`];
 //! - each has the server's `--summary-time-limit-secs` (15 s unless set); past it the
 //!   scan is dropped (its connection goes back to the pool) and the answer says to
 //!   narrow the query;
@@ -34,11 +39,14 @@ use super::selection::{self, Purpose};
 use crate::AppState;
 use crate::db::{Filter, Piece};
 use crate::error::AppError;
+use crate::limit::RateLimiter;
 use firsttoken_core::summary::{Accumulator, Dimension, Summary};
 
 /// Summaries computed at once. Each holds a sketch per run and group in memory while it
 /// runs, so this bounds what worst-case queries can make the server hold.
 pub const SUMMARIES_AT_ONCE: usize = 1;
+/// Summaries that may wait for their turn at once; more are "busy" at once.
+pub const SUMMARY_WAITERS: usize = 8;
 /// How long a summary waits for its turn before the answer is "busy".
 pub const WAIT_FOR_TURN: Duration = Duration::from_secs(5);
 /// How long an answer is reused for the same query.
@@ -50,19 +58,22 @@ const CACHE_ENTRIES: usize = 256;
 #[derive(Debug)]
 pub struct Summaries {
     turns: Semaphore,
+    waiters: Semaphore,
+    per_network: RateLimiter,
     cache: Mutex<HashMap<String, (Instant, Bytes)>>,
 }
 
-impl Default for Summaries {
-    fn default() -> Self {
+impl Summaries {
+    /// Bounds for a server that computes `per_minute` summaries per network a minute.
+    pub fn new(per_minute: u32) -> Self {
         Self {
             turns: Semaphore::new(SUMMARIES_AT_ONCE),
+            waiters: Semaphore::new(SUMMARY_WAITERS),
+            per_network: RateLimiter::new(per_minute),
             cache: Mutex::default(),
         }
     }
-}
 
-impl Summaries {
     /// Summaries being computed now.
     pub fn computing(&self) -> usize {
         SUMMARIES_AT_ONCE - self.turns.available_permits()
@@ -116,6 +127,24 @@ async fn summary(
         return Ok(json(body));
     }
 
+    let address = state.client_address(&headers, peer.as_ref().map(|p| p.0.0));
+    if let Some(address) = address {
+        state
+            .summaries
+            .per_network
+            .check(address)
+            .map_err(|retry| AppError::TooManyRequests {
+                retry_after: retry.0,
+            })?;
+    }
+    let _waiting = state
+        .summaries
+        .waiters
+        .try_acquire()
+        .map_err(|_| AppError::Busy {
+            what: "summaries waiting for their turn",
+            retry_after: 2,
+        })?;
     let _turn = tokio::time::timeout(WAIT_FOR_TURN, state.summaries.turns.acquire())
         .await
         .map_err(|_| AppError::Busy {

@@ -442,25 +442,7 @@ async fn admin_tokens_are_long_and_guesses_run_out() {
 #[tokio::test]
 async fn summaries_take_turns_and_never_hold_up_uploads_or_health() {
     let t = common::sqlite().await;
-    let mut run: firsttoken_core::Run =
-        serde_json::from_value(common::example_run()).expect("example");
-    run.targets[0].demo = false;
-    let sample = run.samples[0].clone();
-    run.samples = (0..100)
-        .map(|i| firsttoken_core::Sample {
-            index: i,
-            ..sample.clone()
-        })
-        .collect();
-    run.plan.phases = vec![firsttoken_core::plan::PhasePlan::Steady { requests: 100 }];
-    for n in 0..400u64 {
-        run.run_id = format!("00000000-0000-4000-8000-{:012x}", 1000 + n);
-        run.client.network = firsttoken_core::NetworkLabel::ALL[(n % 6) as usize];
-        let record = serde_json::to_string(&run).expect("json");
-        t.db.insert_run(&run, &record, 1_796_000_000_000, None)
-            .await
-            .expect("stored");
-    }
+    seed(&t, 400).await;
     let state = common::state(&t.db);
     let app = App::new(state.clone());
     // How many are computed at once, seen from inside the server while they run.
@@ -517,4 +499,88 @@ async fn summaries_take_turns_and_never_hold_up_uploads_or_health() {
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     let most = watching.await.expect("joined");
     assert_eq!(most, 1, "summaries ran, one at a time");
+}
+
+/// `runs` runs of 100 samples each, on six networks, stored straight into the database.
+async fn seed(t: &common::TestDb, runs: u64) {
+    let mut run: firsttoken_core::Run =
+        serde_json::from_value(common::example_run()).expect("example");
+    run.targets[0].demo = false;
+    let sample = run.samples[0].clone();
+    run.samples = (0..100)
+        .map(|i| firsttoken_core::Sample {
+            index: i,
+            ..sample.clone()
+        })
+        .collect();
+    run.plan.phases = vec![firsttoken_core::plan::PhasePlan::Steady { requests: 100 }];
+    for n in 0..runs {
+        run.run_id = format!("00000000-0000-4000-8000-{:012x}", 1000 + n);
+        run.client.network = firsttoken_core::NetworkLabel::ALL[(n % 6) as usize];
+        let record = serde_json::to_string(&run).expect("json");
+        t.db.insert_run(&run, &record, 1_796_000_000_000, None)
+            .await
+            .expect("stored");
+    }
+}
+
+/// 256 summary requests at once from two networks, each a question the cache cannot
+/// answer, asked again as soon as answered: uploads from a third network are stored and
+/// `/healthz` answers meanwhile. Summaries once held an in-flight permit while they
+/// waited up to 5 s for their turn, so 256 of them held every permit and every upload,
+/// delete and read got 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn summaries_from_two_networks_never_shed_uploads() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let t = common::sqlite().await;
+    seed(&t, 100).await;
+    let app = App::new(common::state(&t.db));
+    let stop = Arc::new(AtomicBool::new(false));
+    let asked = Arc::new(AtomicU64::new(0));
+    let loops: Vec<_> = (0..256u64)
+        .map(|i| {
+            let (app, stop, asked) = (app.clone(), stop.clone(), asked.clone());
+            let peer = SocketAddr::from(([127, 0, 0, 2 + (i % 2) as u8], 40_000));
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let n = asked.fetch_add(1, Ordering::Relaxed);
+                    let uri = format!(
+                        "/api/v1/summary?group_by=network&min_samples={}",
+                        n % 1_000_000 + 1
+                    );
+                    let status = app.get(&uri).peer(peer).send().await.status;
+                    assert!([200, 429, 503].contains(&status.as_u16()), "{status}");
+                    // An answer given at once never yields: let the other tasks run, as
+                    // separate connections would.
+                    tokio::task::yield_now().await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let honest = SocketAddr::from(([127, 0, 0, 4], 40_000));
+    let mut statuses = Vec::new();
+    for n in 0..20 {
+        let run = common::run_with(n, |_| {});
+        let upload = app
+            .post("/api/v1/runs")
+            .json(&run)
+            .peer(honest)
+            .send()
+            .await;
+        statuses.push(upload.status.as_u16());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let health = app.get("/healthz").peer(honest).send().await.status;
+    stop.store(true, Ordering::Relaxed);
+    for handle in loops {
+        handle.await.expect("a summary loop");
+    }
+    assert!(
+        asked.load(Ordering::Relaxed) > 256,
+        "the summaries kept coming"
+    );
+    assert!(statuses.iter().all(|s| *s == 201), "uploads: {statuses:?}");
+    assert_eq!(health, 200);
 }
