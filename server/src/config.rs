@@ -112,6 +112,11 @@ pub struct Config {
     )]
     pub max_connections_per_network: usize,
 
+    /// Seconds a response's write may wait for the client to read before its connection
+    /// is closed (a client that stops reading would otherwise hold it for ever).
+    #[arg(long, env = "FIRSTTOKEN_WRITE_STALL_SECS", default_value_t = 30)]
+    pub write_stall_secs: u64,
+
     /// Requests being handled at once (not counting streams already answering); more
     /// are answered 503 with `Retry-After` rather than queued.
     #[arg(long, env = "FIRSTTOKEN_MAX_IN_FLIGHT", default_value_t = 256)]
@@ -241,6 +246,7 @@ impl Config {
         for (flag, value) in [
             ("--header-read-timeout-secs", self.header_read_timeout_secs),
             ("--body-read-timeout-secs", self.body_read_timeout_secs),
+            ("--write-stall-secs", self.write_stall_secs),
             ("--demo-max-request-secs", self.demo_max_request_secs),
             ("--summary-time-limit-secs", self.summary_time_limit_secs),
         ] {
@@ -271,6 +277,7 @@ impl Config {
             max_connections: 768,
             max_connections_per_network: 128,
             max_in_flight: 256,
+            write_stall_secs: 30,
             shutdown_deadline_secs: 10,
             demo: Demo::On,
             demo_max_streams: 64,

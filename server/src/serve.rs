@@ -11,6 +11,9 @@
 //! - a cap on open connections per network ([`ConnectionCounts`]), so that one client's
 //!   silent sockets cannot take every place while honest clients are refused;
 //! - a cap on requests in flight ([`shed`]), answered the same way;
+//! - writes that must make progress ([`stall::WriteProgress`]): a client that stops
+//!   reading a response is cut off after `--write-stall-secs`, and TCP keepalive finds a
+//!   peer that went away without a word;
 //! - a shutdown with a deadline: no new connections, idle ones close at once, demo
 //!   streams end, uploads in flight finish; what is still open at the deadline is dropped.
 //!
@@ -44,6 +47,12 @@ use tower::ServiceExt;
 use crate::error::AppError;
 use crate::limit::ConnectionCounts;
 use crate::{AppState, app};
+
+mod stall;
+
+/// When TCP keepalive starts probing an idle connection, and how often it probes.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
+const KEEPALIVE_EVERY: Duration = Duration::from_secs(10);
 
 /// Connections past the cap that are still told why (with a `503`) at once; more than
 /// this are closed without a word, so refusing cannot itself exhaust descriptors.
@@ -125,6 +134,9 @@ pub async fn serve(
             continue;
         };
         no_delay(&socket);
+        keep_alive(&socket);
+        let socket =
+            stall::WriteProgress::new(socket, Duration::from_secs(config.write_stall_secs.max(1)));
         let router = router.clone();
         let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
             request.extensions_mut().insert(ConnectInfo(peer));
@@ -172,6 +184,17 @@ pub async fn serve(
         );
     }
     Ok(())
+}
+
+/// TCP keepalive on an accepted socket: a peer that vanished (a phone that lost its
+/// network) is found out and its connection closed, instead of held until a write fails.
+fn keep_alive(socket: &TcpStream) {
+    let probes = socket2::TcpKeepalive::new()
+        .with_time(KEEPALIVE_IDLE)
+        .with_interval(KEEPALIVE_EVERY);
+    if let Err(e) = socket2::SockRef::from(socket).set_tcp_keepalive(&probes) {
+        tracing::warn!(error = %e, "cannot turn TCP keepalive on for a connection");
+    }
 }
 
 fn no_delay(socket: &TcpStream) {

@@ -18,6 +18,7 @@ mod ops;
 mod partitions;
 mod runs;
 mod shutdown;
+mod slow_read;
 mod static_files;
 mod summary;
 mod upgrade;

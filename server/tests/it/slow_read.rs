@@ -1,0 +1,59 @@
+//! A client that stops reading a response (a zero TCP window, as a slow-read attack
+//! gives) is cut off once a write has waited `--write-stall-secs`, so a few networks
+//! cannot hold every connection, each with a response's memory or a file's descriptor.
+//! Once, nothing bounded a response after its head: the connection stayed open for ever.
+
+use crate::common;
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_cut_off() {
+    let t = common::sqlite().await;
+    // A file far larger than the kernel's socket buffers on both sides.
+    let dist = tempfile::tempdir().expect("dir");
+    std::fs::write(
+        dist.path().join("index.html"),
+        "<!doctype html><title>x</title>",
+    )
+    .expect("write");
+    let size = 32 << 20;
+    std::fs::write(dist.path().join("big.bin"), vec![7u8; size]).expect("write");
+    let config = firsttoken_server::Config {
+        static_dir: dist.path().to_path_buf(),
+        write_stall_secs: 1,
+        ..common::config()
+    };
+    let state = common::state_with(&t.db, config);
+    let metrics = state.metrics.clone();
+    let address = common::serve(state).await;
+
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(4096).expect("a small window");
+    let mut stream = socket.connect(address).await.expect("connect");
+    stream
+        .write_all(b"GET /big.bin HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .await
+        .expect("asked");
+    // The client reads nothing: the server's writes wait, and after the stall limit the
+    // connection goes.
+    let start = Instant::now();
+    while metrics.connections_open() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "never served");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    while metrics.connections_open() > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "a connection whose client stopped reading is still open after 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // What the client then reads ends early: the response was cut, not finished.
+    let mut received = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut received)).await;
+    assert!(received.len() < size, "{} bytes of {size}", received.len());
+    t.cleanup().await;
+}
