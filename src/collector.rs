@@ -77,6 +77,10 @@ pub enum Failure {
     /// 409, 413, 422). Sending it again cannot help.
     #[error("{0}")]
     Refused(String),
+    /// The collector had the run and it was deleted there with its token (410): it is not
+    /// stored again, and the run is as deleted as if this browser had asked.
+    #[error("{0}")]
+    Deleted(String),
     /// Worth trying again: no answer, a timeout, a server error, a budget or rate limit,
     /// or an answer that may be a proxy's or a captive portal's rather than the
     /// collector's (a 401, 403 or 404 during a deploy). `after_ms` is what the answer's
@@ -215,6 +219,7 @@ pub async fn upload_record(
     let answer = exchange(scope, url, &init).await.map_err(retry)?;
     match answer.status {
         200..=299 => answer.read().map_err(retry),
+        410 => Err(Failure::Deleted(answer.error().to_string())),
         status if is_final_refusal(status) => Err(Failure::Refused(answer.error().to_string())),
         _ => Err(Failure::Retry {
             why: answer.error().to_string(),

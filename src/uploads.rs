@@ -389,6 +389,9 @@ impl Uploads {
                         entry.last_error = None;
                     }
                     Err(Failure::Refused(reason)) => entry.state = State::Refused { reason },
+                    // Deleted there (from another tab, or this one before it was
+                    // reloaded): never written over as sent.
+                    Err(Failure::Deleted(_)) => entry.state = State::Deleted,
                     Err(Failure::Retry { why, after_ms }) => {
                         entry.last_error = Some(why);
                         still_pending = true;

@@ -883,4 +883,13 @@ async fn a_measured_run_uploads_once_and_its_own_token_deletes_it() {
         collector::delete_run(&scope, &run_url, &token).await,
         Ok(collector::DeleteOutcome::AlreadyGone)
     );
+    // Sent again after the delete (a stale tab's retry): 410, never stored again, and
+    // the queue marks the run deleted rather than sent.
+    let gone = collector::upload_record(&scope, &runs_url, &record, Some(&digest))
+        .await
+        .expect_err("deleted for good");
+    assert!(
+        matches!(&gone, collector::Failure::Deleted(m) if m.contains("deleted")),
+        "{gone}"
+    );
 }

@@ -27,6 +27,9 @@ pub enum AppError {
     NotFound(String),
     #[error("{0}")]
     Conflict(String),
+    /// It was here and was deleted for good (a run deleted with its token).
+    #[error("{0}")]
+    Gone(String),
     /// Not allowed at all (an endpoint that is off, a delete token that does not match).
     #[error("{0}")]
     Forbidden(String),
@@ -82,6 +85,7 @@ impl AppError {
             AppError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
             AppError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             AppError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            AppError::Gone(_) => (StatusCode::GONE, "gone"),
             AppError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             AppError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
             AppError::TooManyRequests { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),

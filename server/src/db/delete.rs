@@ -10,8 +10,8 @@ use super::{
     BeginWrite, Deleted, DemoSamples, Filter, Pool, constant_time_eq, folds, partitions, sha256_hex,
 };
 
-/// Deletes a run (its record, its cells and its id) when `token` is the one its upload
-/// was answered with.
+/// Deletes a run (its record and its cells; its id stays as a tombstone, so the same
+/// record is never stored again) when `token` is the one its upload was answered with.
 pub(super) async fn delete_run(pool: &Pool, run_id: &str, token: &str) -> anyhow::Result<Deleted> {
     let token_sha = sha256_hex(token.as_bytes());
     with_pool!(pool, |pool| {
@@ -31,12 +31,18 @@ pub(super) async fn delete_run(pool: &Pool, run_id: &str, token: &str) -> anyhow
                 for mut statement in folds::forget(vec![received_at_ms]) {
                     statement.build().execute(&mut *tx).await?;
                 }
-                for table in ["cells", "runs", "run_ids"] {
+                for table in ["cells", "runs"] {
                     let mut delete =
                         QueryBuilder::new(format!("DELETE FROM {table} WHERE run_id = "));
                     delete.push_bind(run_id.to_owned());
                     delete.build().execute(&mut *tx).await?;
                 }
+                // The id stays, as a tombstone: the record sent again is refused.
+                let mut tombstone = QueryBuilder::new("UPDATE run_ids SET deleted_at_ms = ");
+                tombstone.push_bind(super::now_ms());
+                tombstone.push(" WHERE run_id = ");
+                tombstone.push_bind(run_id.to_owned());
+                tombstone.build().execute(&mut *tx).await?;
                 Deleted::Deleted
             }
             Some(_) => Deleted::WrongToken,

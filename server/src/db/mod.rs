@@ -52,6 +52,8 @@ pub enum Stored {
     AlreadyStored,
     /// A different record was stored under this id before; nothing was written.
     IdTaken,
+    /// The run was stored and then deleted with its token; it is not stored again.
+    Deleted,
 }
 
 /// What a delete did.

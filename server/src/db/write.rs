@@ -193,7 +193,10 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
     // the same order, so one waits for the other instead of deadlocking.
     firsts.sort_by(|a, b| a.run.run_id.cmp(&b.run.run_id));
 
-    let (created, earlier): (HashSet<String>, HashMap<String, String>) = with_pool!(pool, |p| {
+    // `earlier`: each id stored before, with its record's digest and whether the run was
+    // deleted since (its id kept as a tombstone).
+    type Earlier = HashMap<String, (String, bool)>;
+    let (created, earlier): (HashSet<String>, Earlier) = with_pool!(pool, |p| {
         let mut tx = p.begin().await?;
         // Each id once: `run_ids` decides which runs are new.
         let mut claim =
@@ -221,20 +224,24 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
             .filter(|id| !created.contains(*id))
             .collect();
         if !taken.is_empty() {
-            let mut select =
-                QueryBuilder::new("SELECT run_id, record_sha256 FROM run_ids WHERE run_id IN (");
+            let mut select = QueryBuilder::new(
+                "SELECT run_id, record_sha256, deleted_at_ms FROM run_ids WHERE run_id IN (",
+            );
             let mut ids = select.separated(", ");
             for id in &taken {
                 ids.push_bind(*id);
             }
             select.push(")");
-            let rows: Vec<(String, String)> = select
+            let rows: Vec<(String, String, Option<i64>)> = select
                 .build_query_as()
                 .persistent(false)
                 .fetch_all(&mut *tx)
                 .await
                 .context("reading runs stored earlier")?;
-            earlier.extend(rows);
+            earlier.extend(
+                rows.into_iter()
+                    .map(|(id, sha, deleted)| (id, (sha, deleted.is_some()))),
+            );
         }
 
         let new: Vec<&&Upload> = firsts
@@ -298,13 +305,13 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
     })?;
 
     // What each upload became: the record now stored under its id decides.
-    let mut stored_sha: HashMap<&str, &str> = earlier
+    let mut stored_sha: HashMap<&str, (&str, bool)> = earlier
         .iter()
-        .map(|(id, sha)| (id.as_str(), sha.as_str()))
+        .map(|(id, (sha, deleted))| (id.as_str(), (sha.as_str(), *deleted)))
         .collect();
     for u in &firsts {
         if created.contains(&u.run.run_id) {
-            stored_sha.insert(&u.run.run_id, &u.record_sha256);
+            stored_sha.insert(&u.run.run_id, (&u.record_sha256, false));
         }
     }
     uploads
@@ -318,7 +325,8 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
                 });
             }
             match stored_sha.get(id) {
-                Some(sha) if *sha == u.record_sha256 => Ok(Stored::AlreadyStored),
+                Some((_, true)) => Ok(Stored::Deleted),
+                Some((sha, false)) if *sha == u.record_sha256 => Ok(Stored::AlreadyStored),
                 Some(_) => Ok(Stored::IdTaken),
                 None => anyhow::bail!("run {id} was neither stored nor found"),
             }

@@ -215,6 +215,13 @@ async fn store(
                 run.run_id
             )));
         }
+        Stored::Deleted => {
+            give_back_samples();
+            return Err(AppError::Gone(format!(
+                "run {} was deleted from this collector with its token; it is not stored again",
+                run.run_id
+            )));
+        }
     };
     Ok((
         status,
