@@ -243,13 +243,17 @@ impl Db {
         }
     }
 
-    /// Bytes the stored data takes: the SQLite file's pages in use, or the PostgreSQL
-    /// tables with their indexes.
+    /// Bytes the stored data takes: the SQLite file's pages in use (not those on its free
+    /// list, which a delete or a purge frees and new rows reuse), or the PostgreSQL
+    /// tables with their indexes (their size on disk: a purge frees it only when it drops
+    /// whole months).
     pub async fn storage_bytes(&self) -> anyhow::Result<u64> {
         let bytes: i64 = match &self.pool {
             Pool::Sqlite(pool) => {
                 sqlx::query_scalar(
-                    "SELECT (SELECT page_count FROM pragma_page_count()) * (SELECT page_size FROM pragma_page_size())",
+                    "SELECT ((SELECT page_count FROM pragma_page_count()) \
+                     - (SELECT freelist_count FROM pragma_freelist_count())) \
+                     * (SELECT page_size FROM pragma_page_size())",
                 )
                 .fetch_one(pool)
                 .await?
