@@ -23,7 +23,7 @@
 //! may raise it, never lower it.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -32,7 +32,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::access::{self, Access, Peer};
 use super::selection::{self, Purpose};
@@ -51,13 +51,18 @@ pub const SUMMARY_WAITERS: usize = 8;
 pub const WAIT_FOR_TURN: Duration = Duration::from_secs(5);
 /// How long an answer is reused for the same query.
 pub const CACHE_FOR: Duration = Duration::from_secs(10);
-/// Answers kept at most.
+/// Answers kept at most, and their bytes at most: an answer's size grows with its groups
+/// (up to a few KB each), so a count alone let 256 large answers hold gigabytes.
 const CACHE_ENTRIES: usize = 256;
+pub const CACHE_BYTES: usize = 16 * 1024 * 1024;
 
 /// What bounds the summaries of one server.
 #[derive(Debug)]
 pub struct Summaries {
-    turns: Semaphore,
+    /// The turn to compute: held by the tallying thread until it exits, so a summary
+    /// past its time limit that is still working out its intervals keeps the next one
+    /// waiting (one thread at a time), rather than another thread starting beside it.
+    turns: Arc<Semaphore>,
     waiters: Semaphore,
     per_network: RateLimiter,
     cache: Mutex<HashMap<String, (Instant, Bytes)>>,
@@ -67,7 +72,7 @@ impl Summaries {
     /// Bounds for a server that computes `per_minute` summaries per network a minute.
     pub fn new(per_minute: u32) -> Self {
         Self {
-            turns: Semaphore::new(SUMMARIES_AT_ONCE),
+            turns: Arc::new(Semaphore::new(SUMMARIES_AT_ONCE)),
             waiters: Semaphore::new(SUMMARY_WAITERS),
             per_network: RateLimiter::new(per_minute),
             cache: Mutex::default(),
@@ -79,26 +84,45 @@ impl Summaries {
         SUMMARIES_AT_ONCE - self.turns.available_permits()
     }
 
-    fn cached(&self, key: &str, now: Instant) -> Option<Bytes> {
-        let cache = self.cache.lock().ok()?;
-        let (at, body) = cache.get(key)?;
-        (now.duration_since(*at) < CACHE_FOR).then(|| body.clone())
+    /// The bytes of the answers kept now.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache
+            .lock()
+            .map(|cache| cache.values().map(|(_, body)| body.len()).sum())
+            .unwrap_or(0)
     }
 
+    fn cached(&self, key: &str, now: Instant) -> Option<Bytes> {
+        let mut cache = self.cache.lock().ok()?;
+        let (at, body) = cache.get(key)?;
+        if now.duration_since(*at) < CACHE_FOR {
+            return Some(body.clone());
+        }
+        cache.remove(key);
+        None
+    }
+
+    /// Keeps `body` for `key`: expired answers go first, then the oldest until it fits
+    /// under [`CACHE_ENTRIES`] and [`CACHE_BYTES`]; an answer larger than a quarter of
+    /// the bytes is not kept.
     fn keep(&self, key: String, body: Bytes, now: Instant) {
         let Ok(mut cache) = self.cache.lock() else {
             return;
         };
-        if cache.len() >= CACHE_ENTRIES {
-            cache.retain(|_, (at, _)| now.duration_since(*at) < CACHE_FOR);
+        cache.retain(|_, (at, _)| now.duration_since(*at) < CACHE_FOR);
+        if body.len() > CACHE_BYTES / 4 {
+            return;
         }
-        if cache.len() >= CACHE_ENTRIES
-            && let Some(oldest) = cache
+        let mut bytes: usize = cache.values().map(|(_, b)| b.len()).sum();
+        while cache.len() >= CACHE_ENTRIES || bytes + body.len() > CACHE_BYTES {
+            let Some(oldest) = cache
                 .iter()
                 .min_by_key(|(_, (at, _))| *at)
                 .map(|(k, _)| k.clone())
-        {
-            cache.remove(&oldest);
+            else {
+                break;
+            };
+            bytes -= cache.remove(&oldest).map_or(0, |(_, b)| b.len());
         }
         cache.insert(key, (now, body));
     }
@@ -145,7 +169,7 @@ async fn summary(
             what: "summaries waiting for their turn",
             retry_after: 2,
         })?;
-    let _turn = tokio::time::timeout(WAIT_FOR_TURN, state.summaries.turns.acquire())
+    let turn = tokio::time::timeout(WAIT_FOR_TURN, state.summaries.turns.clone().acquire_owned())
         .await
         .map_err(|_| AppError::Busy {
             what: "summaries computed at once",
@@ -158,7 +182,14 @@ async fn summary(
     }
     let limit = Duration::from_secs(state.config.summary_time_limit_secs);
     let computed = tokio::time::timeout(limit, async {
-        let summary = tally(&state, selection.filter, selection.group_by, min_samples).await?;
+        let summary = tally(
+            &state,
+            selection.filter,
+            selection.group_by,
+            min_samples,
+            turn,
+        )
+        .await?;
         Ok::<_, AppError>(Bytes::from(
             serde_json::to_vec(&summary).map_err(anyhow::Error::from)?,
         ))
@@ -190,6 +221,7 @@ async fn tally(
     filter: Filter,
     group_by: Vec<Dimension>,
     min_samples: usize,
+    turn: OwnedSemaphorePermit,
 ) -> Result<Summary, AppError> {
     let (rows, mut batches) = tokio::sync::mpsc::channel::<Vec<Piece>>(BATCHES_WAITING);
     let (done, summary) = tokio::sync::oneshot::channel();
@@ -197,6 +229,8 @@ async fn tally(
     std::thread::Builder::new()
         .name("summary".into())
         .spawn(move || {
+            // The turn goes when the thread does.
+            let _turn = turn;
             let mut accumulator = Accumulator::default();
             // An empty batch is the end of the scan; a closed channel, a scan abandoned.
             while let Some(batch) = batches.blocking_recv() {
@@ -225,4 +259,41 @@ async fn tally(
 
 fn json(body: Bytes) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 300 distinct large answers: the cache holds at most its bytes, and an answer past
+    /// its time is gone when next asked for. Bounded by count alone, it once held 256 of
+    /// them, 256 MiB here.
+    #[test]
+    fn the_answer_cache_is_bounded_in_bytes_and_forgets_expired_answers() {
+        let summaries = Summaries::new(60);
+        let start = Instant::now();
+        let at = |i: u64| start + Duration::from_millis(i);
+        for i in 0..300 {
+            let body = Bytes::from(vec![b'x'; 1024 * 1024]);
+            summaries.keep(format!("query {i}"), body, at(i));
+            assert!(summaries.cached_bytes() <= CACHE_BYTES, "after {i}");
+        }
+        let start = at(300);
+        assert!(summaries.cached("query 299", start).is_some());
+        assert!(
+            summaries.cached("query 0", start).is_none(),
+            "the oldest went"
+        );
+        let later = start + CACHE_FOR;
+        assert!(summaries.cached("query 299", later).is_none());
+        summaries.keep("new".into(), Bytes::from_static(b"{}"), later);
+        assert_eq!(
+            summaries.cached_bytes(),
+            2,
+            "expired answers go when one is kept"
+        );
+        // One answer too large to keep is not kept.
+        summaries.keep("huge".into(), Bytes::from(vec![0; CACHE_BYTES]), later);
+        assert!(summaries.cached("huge", later).is_none());
+    }
 }
