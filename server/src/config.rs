@@ -23,6 +23,7 @@ pub struct Config {
     #[arg(
         long,
         env = "DATABASE_URL",
+        hide_env_values = true,
         default_value = "sqlite://data/firsttoken.db"
     )]
     pub database_url: Secret,
@@ -143,14 +144,14 @@ pub struct Config {
 
     /// The token for bulk export and purge (`Authorization: Bearer …`), at least 32
     /// characters. Without one those endpoints are off.
-    #[arg(long, env = "FIRSTTOKEN_ADMIN_TOKEN")]
+    #[arg(long, env = "FIRSTTOKEN_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<Secret>,
 
     /// The token that reads the crowd's numbers: summaries and the Results page, which
     /// asks for it once per browser session (`Authorization: Bearer …`), at least 32
     /// characters. Without one they are open to anyone who can reach the collector. The
     /// admin token reads too; exports always need the admin token.
-    #[arg(long, env = "FIRSTTOKEN_RESULTS_TOKEN")]
+    #[arg(long, env = "FIRSTTOKEN_RESULTS_TOKEN", hide_env_values = true)]
     pub results_token: Option<Secret>,
 
     /// Summary groups with fewer answered requests show counts, not percentiles.

@@ -527,6 +527,17 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// A database URL without its password, for messages.
 pub fn redact(url: &str) -> String {
+    // A password in the query (`?password=…`, as libpq and sqlx take it) goes first.
+    if let Some((base, query)) = url.split_once('?') {
+        let query: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        return format!("{}?{}", redact(base), query.join("&"));
+    }
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme_end), Some(at)) if at > scheme_end => {
             let credentials = &url[scheme_end + 3..at];
@@ -558,6 +569,14 @@ mod tests {
         );
         assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
         assert_eq!(redact("sqlite://data/x.db"), "sqlite://data/x.db");
+        assert_eq!(
+            redact("postgres://db/x?user=app&password=s3cret&sslmode=require"),
+            "postgres://db/x?user=app&password=***&sslmode=require"
+        );
+        assert_eq!(
+            redact("postgres://app:a@db/x?password=b"),
+            "postgres://app:***@db/x?password=***"
+        );
     }
 
     #[test]

@@ -169,8 +169,17 @@ fn dimension_names() -> String {
 }
 
 /// `2026-11-29`, `2026-11-29T12:00:00Z` (RFC 3339) or Unix milliseconds.
+/// The latest time a filter may name: the end of year 9999, in Unix milliseconds. Past
+/// it a day's arithmetic overflowed, and a far-future `from` once matched every day.
+const LATEST_MS: i64 = 253_402_300_799_999;
+
 fn time_ms(name: &str, value: &str) -> Result<i64, AppError> {
     if let Ok(ms) = value.parse::<i64>() {
+        if !(0..=LATEST_MS).contains(&ms) {
+            return Err(AppError::BadRequest(format!(
+                "{name} must be Unix milliseconds from 0 to {LATEST_MS} (the end of 9999), got {value}"
+            )));
+        }
         return Ok(ms);
     }
     let at = OffsetDateTime::parse(value, &Rfc3339).ok().or_else(|| {
@@ -247,6 +256,17 @@ mod tests {
         assert_eq!(s.filter.to_ms, Some(1_795_953_600_000));
         let s = parse(&query(&[("from", "5")]), Purpose::Purge).expect("valid");
         assert_eq!(s.filter.from_ms, Some(5));
+        // Out of range: refused, naming the range (a far-future `from` once overflowed
+        // a day's arithmetic and matched every folded day).
+        for far in ["9223372036854775807", "-1"] {
+            let refused = parse(&query(&[("from", far)]), Purpose::Summary)
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                refused.contains("from must be Unix milliseconds from 0"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

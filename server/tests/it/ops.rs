@@ -117,3 +117,39 @@ async fn every_documented_operation_exists() {
     let schema = app.get("/api/v1/schema/run.v1.json").send().await.json();
     assert_eq!(schema["title"], "firsttoken run, schema version 1");
 }
+
+/// `--help` never shows a secret, even when the environment holds it: clap prints each
+/// option's environment value beside it unless told not to, and once printed the admin
+/// token, the results token and the database password.
+#[test]
+fn help_never_prints_a_secret() {
+    let secrets = [
+        (
+            "FIRSTTOKEN_ADMIN_TOKEN",
+            "admin-secret-of-at-least-32-characters-0001",
+        ),
+        (
+            "FIRSTTOKEN_RESULTS_TOKEN",
+            "results-secret-of-at-least-32-characters-01",
+        ),
+        (
+            "DATABASE_URL",
+            "postgres://firsttoken:db-password-0001@127.0.0.1/test",
+        ),
+    ];
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_firsttoken-server"))
+        .arg("--help")
+        .envs(secrets)
+        .output()
+        .expect("the server binary runs");
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("FIRSTTOKEN_ADMIN_TOKEN"), "{help}");
+    for (name, value) in secrets {
+        let shown = if name == "DATABASE_URL" {
+            "db-password-0001"
+        } else {
+            value
+        };
+        assert!(!help.contains(shown), "--help shows {name}: {help}");
+    }
+}
