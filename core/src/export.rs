@@ -320,7 +320,9 @@ pub const COLUMNS: &[Column] = &[
     },
 ];
 
-/// A text CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+/// A text CSV field (RFC 4180): quoted when it holds a comma, a semicolon, a quote or a
+/// line break. The semicolon: a spreadsheet in a German or French locale splits fields on
+/// it, and `x;=HYPERLINK(…)` unquoted would be two cells, the second a formula.
 ///
 /// Text that starts like a formula (`=`, `+`, `-`, `@`, a tab or a carriage return) gets a
 /// leading `'`, so a spreadsheet shows it instead of running it: uploaders choose the
@@ -332,7 +334,7 @@ pub fn csv_field(value: &str) -> String {
     } else {
         value.to_owned()
     };
-    if neutral.contains([',', '"', '\n', '\r']) {
+    if neutral.contains([',', ';', '"', '\n', '\r']) {
         format!("\"{}\"", neutral.replace('"', "\"\""))
     } else {
         neutral
@@ -413,6 +415,12 @@ mod tests {
         assert_eq!(csv_field("\rx"), "\"'\rx\"");
         assert_eq!(csv_field("Chrome"), "Chrome");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
+        // A spreadsheet that splits on `;` sees one cell, not a formula after it.
+        assert_eq!(csv_field("x;=1+1"), "\"x;=1+1\"");
+        assert_eq!(
+            csv_field("a;=cmd|' /C calc'!A0"),
+            "\"a;=cmd|' /C calc'!A0\""
+        );
     }
 
     fn example() -> Run {
