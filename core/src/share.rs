@@ -127,7 +127,13 @@ impl Study {
             })
         };
         let title_chars = self.title.trim().chars().count();
-        if title_chars == 0 || title_chars > 120 || self.title.chars().any(char::is_control) {
+        if title_chars == 0
+            || title_chars > 120
+            || self
+                .title
+                .chars()
+                .any(|c| c.is_control() || crate::schema::is_hidden(c))
+        {
             return fail(
                 "title",
                 "must be 1–120 characters without control characters".into(),

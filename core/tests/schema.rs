@@ -189,6 +189,20 @@ fn rules_beyond_the_schema_are_enforced() {
         edit(&mut run);
         run.validate().expect_err("must be refused")
     };
+    // Text no reader sees, or that turns the text around, in a field the Results page
+    // groups by: a group `Chrome\u{200b}` would look like `Chrome`.
+    let hidden = check(|r| r.client.browser = Some("Chrome\u{200b}".into()));
+    assert_eq!(hidden.field, "client.browser");
+    assert!(hidden.message.contains("U+200B"), "{hidden}");
+    assert_eq!(
+        check(|r| r.targets[0].label = "v1\u{202e}2.4".into()).field,
+        "targets[0].label"
+    );
+    // What a target reported (an error message) is cleaned instead: never a lost run.
+    assert_eq!(
+        firsttoken_core::schema::clean_text("busy\u{2066}\u{200b} now\n", 64),
+        "busy now "
+    );
     // Missing features are listed in one order, so equal records are equal JSON.
     assert_eq!(
         check(|r| r.engine.unavailable = vec![

@@ -1,7 +1,7 @@
 //! A plan's rules: [`Plan::validate`] refuses what cannot measure what it claims, and the
 //! error names the field (`phases[2].levels[1]`, `targets[1].fresh_url`).
 
-use crate::schema::MAX_SAMPLES;
+use crate::schema::{MAX_SAMPLES, is_hidden};
 
 use super::*;
 
@@ -240,11 +240,11 @@ impl TargetPlan {
         let field = |f: &str, m: String| Err(ValidationError::new(f, m));
         if self.label.trim().is_empty()
             || self.label.chars().count() > 64
-            || self.label.chars().any(char::is_control)
+            || self.label.chars().any(|c| c.is_control() || is_hidden(c))
         {
             return field(
                 "label",
-                "must be 1–64 characters without control characters".into(),
+                "must be 1–64 characters without control, invisible or direction-changing characters".into(),
             );
         }
         check_url("url", &self.url)?;
@@ -307,11 +307,11 @@ impl TargetPlan {
         if let Some(version) = &self.version
             && (version.trim().is_empty()
                 || version.chars().count() > 64
-                || version.chars().any(char::is_control))
+                || version.chars().any(|c| c.is_control() || is_hidden(c)))
         {
             return field(
                 "version",
-                "must be 1–64 characters without control characters".into(),
+                "must be 1–64 characters without control, invisible or direction-changing characters".into(),
             );
         }
         if let Some(fresh) = &self.fresh_url {

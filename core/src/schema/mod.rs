@@ -18,7 +18,7 @@ mod clean;
 mod ids;
 mod validate;
 
-pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS, clean_text};
+pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS, clean_text, is_hidden};
 pub use ids::{RecordParts, is_uuid, origin_of, run_id_from_random};
 pub use validate::ValidationError;
 

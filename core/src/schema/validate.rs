@@ -86,6 +86,15 @@ impl Check<'_> {
         if value.chars().any(char::is_control) {
             return Err(self.fail(field, "must not contain control characters"));
         }
+        if let Some(c) = value.chars().find(|c| is_hidden(*c)) {
+            return Err(self.fail(
+                field,
+                format!(
+                    "must not contain invisible or direction-changing characters, got U+{:04X}",
+                    u32::from(c)
+                ),
+            ));
+        }
         Ok(())
     }
 
