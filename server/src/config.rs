@@ -154,6 +154,13 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_RESULTS_TOKEN", hide_env_values = true)]
     pub results_token: Option<Secret>,
 
+    /// The token that reads `/metrics` (`Authorization: Bearer …`, as Prometheus'
+    /// `authorization` setting sends it), at least 32 characters; the admin token reads
+    /// too. Without one `/metrics` is open: its live upload counts tell an outsider when
+    /// people take part.
+    #[arg(long, env = "FIRSTTOKEN_METRICS_TOKEN", hide_env_values = true)]
+    pub metrics_token: Option<Secret>,
+
     /// Summary groups with fewer answered requests show counts, not percentiles.
     #[arg(long, env = "FIRSTTOKEN_MIN_SAMPLES", default_value_t = DEFAULT_MIN_SAMPLES)]
     pub min_samples: usize,
@@ -206,6 +213,10 @@ impl Config {
             (
                 "--results-token (FIRSTTOKEN_RESULTS_TOKEN)",
                 &self.results_token,
+            ),
+            (
+                "--metrics-token (FIRSTTOKEN_METRICS_TOKEN)",
+                &self.metrics_token,
             ),
         ] {
             if let Some(token) = token
@@ -285,6 +296,7 @@ impl Config {
             demo_max_request_secs: 120,
             admin_token: None,
             results_token: None,
+            metrics_token: None,
             min_samples: DEFAULT_MIN_SAMPLES,
             summaries_per_minute: 60,
             summary_time_limit_secs: 15,

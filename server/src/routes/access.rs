@@ -30,6 +30,9 @@ pub enum Access {
     /// Read the crowd's numbers: open without a results token; with one, that token or
     /// the admin token.
     Read,
+    /// Scrape `/metrics`: open without a metrics token; with one, that token or the
+    /// admin token.
+    Metrics,
 }
 
 /// Lets the request through when it may do `access`.
@@ -55,10 +58,17 @@ pub fn require(
                 .collect(),
             None => return Ok(()),
         },
+        Access::Metrics => match &config.metrics_token {
+            Some(metrics) => std::iter::once(metrics)
+                .chain(config.admin_token.as_ref())
+                .collect(),
+            None => return Ok(()),
+        },
     };
     let what = match access {
         Access::Admin => "the admin token",
         Access::Read => "the results token",
+        Access::Metrics => "the metrics token",
     };
     let Some(token) = bearer(headers) else {
         return Err(AppError::Unauthorized(format!(

@@ -97,7 +97,15 @@ async fn healthz(State(state): State<AppState>) -> Response {
     (status, Json(body)).into_response()
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+async fn metrics(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    peer: super::access::Peer,
+) -> Response {
+    if let Err(e) = super::access::require(&state, &headers, &peer, super::access::Access::Metrics)
+    {
+        return e.into_response();
+    }
     (
         [(
             header::CONTENT_TYPE,

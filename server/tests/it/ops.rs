@@ -153,3 +153,36 @@ fn help_never_prints_a_secret() {
         assert!(!help.contains(shown), "--help shows {name}: {help}");
     }
 }
+
+/// With a metrics token, `/metrics` answers only to it (or the admin token): its live
+/// upload counts tell an outsider when people take part. Without one it stays open.
+#[tokio::test]
+async fn metrics_can_be_kept_behind_a_token() {
+    let t = common::sqlite().await;
+    let open = App::new(common::state(&t.db));
+    assert_eq!(open.get("/metrics").send().await.status, 200);
+    let token = "metrics-token-of-at-least-32-characters-01";
+    let config = firsttoken_server::Config {
+        metrics_token: Some(firsttoken_server::config::Secret(token.into())),
+        ..common::config()
+    };
+    let app = App::new(common::state_with(&t.db, config));
+    let refused = app.get("/metrics").send().await;
+    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert!(
+        refused.text().contains("metrics token"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(
+        app.get("/metrics").bearer_auth(token).send().await.status,
+        200
+    );
+    let admin = app
+        .get("/metrics")
+        .bearer_auth(common::ADMIN_TOKEN)
+        .send()
+        .await;
+    assert_eq!(admin.status, 200);
+    t.cleanup().await;
+}
