@@ -75,17 +75,6 @@ pub fn require(
             "send {what} as Authorization: Bearer <token>"
         )));
     };
-    let peer = peer.as_ref().map(|Extension(ConnectInfo(p))| *p);
-    let prefix = state.client_address(headers, peer).map(Prefix::from);
-    // Wrong guesses use up the allowance; once it is gone even the right token waits.
-    if let Some(prefix) = prefix {
-        state
-            .admin_failures
-            .take(prefix, 1.0, Instant::now())
-            .map_err(|retry| AppError::TooManyRequests {
-                retry_after: retry.0,
-            })?;
-    }
     let digest = |t: &str| Sha256::digest(t.as_bytes());
     let given = digest(token);
     // Every accepted token is compared, so the time does not say which one matched.
@@ -93,12 +82,21 @@ pub fn require(
         constant_time_eq(&given, &digest(t.expose())) | m
     });
     if matched {
-        if let Some(prefix) = prefix {
-            state.admin_failures.give_back(prefix, 1.0);
-        }
-        Ok(())
-    } else {
-        tracing::warn!(what, "a request with a wrong token");
-        Err(AppError::Unauthorized(format!("that is not {what}")))
+        // The right token always passes: wrong guesses from the same network (a NAT, a
+        // carrier's shared address) must not lock the operator out. A token of 32
+        // characters or more is not found by guessing.
+        return Ok(());
     }
+    // Wrong guesses use up the network's allowance; past it they are told to wait.
+    let peer = peer.as_ref().map(|Extension(ConnectInfo(p))| *p);
+    if let Some(prefix) = state.client_address(headers, peer).map(Prefix::from) {
+        state
+            .admin_failures
+            .take(prefix, 1.0, Instant::now())
+            .map_err(|retry| AppError::TooManyRequests {
+                retry_after: retry.0,
+            })?;
+    }
+    tracing::warn!(what, "a request with a wrong token");
+    Err(AppError::Unauthorized(format!("that is not {what}")))
 }
