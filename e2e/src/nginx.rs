@@ -63,6 +63,24 @@ impl NginxConfig {
     }
 }
 
+#[cfg(feature = "browser")]
+impl NginxConfig {
+    /// nginx ending TLS (HTTP/1.1) with `target`'s own chain, so a browser that trusts
+    /// [`crate::target::FieldTarget::spki_flag`] trusts nginx, in front of `target`
+    /// served over plain HTTP.
+    pub fn ending_tls_for(target: &crate::target::FieldTarget) -> Self {
+        let (chain_pem, key_pem) = target.chain_and_key_pem();
+        Self {
+            tls: Some(NginxTls {
+                chain_pem,
+                key_pem,
+                http2: false,
+            }),
+            ..Self::plain(target.address())
+        }
+    }
+}
+
 /// nginx on a free loopback port; stops when dropped. Its access log records each
 /// request's method, URI, `Cookie` header and the client's port.
 #[derive(Debug)]

@@ -152,6 +152,30 @@ fn within_tenth(page: Option<f64>, truth: Option<f64>, profile: Profile) -> bool
     }
 }
 
+/// Steady requests on a new connection: by the truth, and as the page read them.
+/// `opened_by_post` says, for each streamed request the server saw, in order, whether it
+/// came on a connection no earlier request had: the warm-up's two first, then the steady
+/// and fresh ones in the order the run sent them (by index; one at a time).
+fn steady_new(run: &Run, opened_by_post: &[bool]) -> (usize, usize) {
+    let steady = samples(run, Phase::Steady);
+    let mut order: Vec<(u32, Phase)> = steady
+        .iter()
+        .chain(&samples(run, Phase::Fresh))
+        .map(|s| (s.index, s.phase))
+        .collect();
+    order.sort_unstable();
+    let truth = order
+        .iter()
+        .zip(opened_by_post.iter().skip(2))
+        .filter(|((_, phase), new)| *phase == Phase::Steady && **new)
+        .count();
+    let read = steady
+        .iter()
+        .filter(|s| s.conn.as_ref().and_then(|c| c.new_connection) == Some(true))
+        .count();
+    (truth, read)
+}
+
 fn samples(run: &Run, phase: Phase) -> Vec<&Sample> {
     run.samples.iter().filter(|s| s.phase == phase).collect()
 }
@@ -403,25 +427,7 @@ async fn client_port(
             opened_by_post.push(new);
         }
     }
-    let steady_read: Vec<&Sample> = samples(&run, Phase::Steady);
-    let fresh_read: Vec<&Sample> = samples(&run, Phase::Fresh);
-    // The served POSTs in order are the warm-up's, then the steady and fresh ones in the
-    // order the run sent them (by index).
-    let mut order: Vec<(u32, Phase)> = steady_read
-        .iter()
-        .chain(&fresh_read)
-        .map(|s| (s.index, s.phase))
-        .collect();
-    order.sort_unstable();
-    let steady_new_truth = order
-        .iter()
-        .zip(opened_by_post.iter().skip(2))
-        .filter(|((_, phase), new)| *phase == Phase::Steady && **new)
-        .count();
-    let steady_read_new = steady_read
-        .iter()
-        .filter(|s| s.conn.as_ref().and_then(|c| c.new_connection) == Some(true))
-        .count();
+    let (steady_new_truth, steady_read_new) = steady_new(&run, &opened_by_post);
     let report = RunReport::of(&run);
     let connection = report.connection.context("a fresh phase")?;
     let off = run.engine.client_port_off;

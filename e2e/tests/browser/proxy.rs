@@ -255,7 +255,6 @@ async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
 async fn behind_nginx_over_a_link_the_check_says_whether_the_client_port_is_the_browsers()
 -> anyhow::Result<()> {
     use firsttoken_e2e::link::{Link, Profile};
-    use firsttoken_e2e::nginx::NginxTls;
     use firsttoken_e2e::target::{FieldTarget, PortHeader, TargetConfig};
 
     use crate::target_check::{check, fill, verdict};
@@ -277,16 +276,10 @@ async fn behind_nginx_over_a_link_the_check_says_whether_the_client_port_is_the_
             },
         )
         .await?;
-        let (chain_pem, key_pem) = target.chain_and_key_pem();
         let nginx = Nginx::start(&NginxConfig {
-            upstream: target.address(),
-            tls: Some(NginxTls {
-                chain_pem,
-                key_pem,
-                http2: false,
-            }),
             pool,
             client_port,
+            ..NginxConfig::ending_tls_for(&target)
         })?;
         let link = Link::start(nginx.address(), Profile::FIBER).await?;
         let flags = [target.spki_flag(), FieldTarget::resolver_flag("*.test")];

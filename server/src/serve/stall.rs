@@ -34,8 +34,18 @@ impl<S> WriteProgress<S> {
         }
     }
 
-    /// A pending write: arms the deadline if it is not armed, and fails once it passed.
-    fn waiting(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    /// What a write (or flush, or shutdown) of the inner stream polled: done, the
+    /// deadline goes; pending, it is armed if it is not, and once it has passed the write
+    /// fails.
+    fn progress<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.deadline = None;
+            return polled;
+        }
         let limit = self.limit;
         let deadline = self
             .deadline
@@ -67,16 +77,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteProgress<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Pending => {
-                ready!(self.waiting(cx))?;
-                Poll::Pending
-            }
-            done => {
-                self.deadline = None;
-                done
-            }
-        }
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.progress(cx, polled)
     }
 
     fn poll_write_vectored(
@@ -84,16 +86,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteProgress<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Pending => {
-                ready!(self.waiting(cx))?;
-                Poll::Pending
-            }
-            done => {
-                self.deadline = None;
-                done
-            }
-        }
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.progress(cx, polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -101,29 +95,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteProgress<S> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.inner).poll_flush(cx) {
-            Poll::Pending => {
-                ready!(self.waiting(cx))?;
-                Poll::Pending
-            }
-            done => {
-                self.deadline = None;
-                done
-            }
-        }
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.progress(cx, polled)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.inner).poll_shutdown(cx) {
-            Poll::Pending => {
-                ready!(self.waiting(cx))?;
-                Poll::Pending
-            }
-            done => {
-                self.deadline = None;
-                done
-            }
-        }
+        let polled = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.progress(cx, polled)
     }
 }
 

@@ -15,7 +15,7 @@
 //! itself off and why, how many steady requests were read as on a new connection, the
 //! fresh requests verified new, and what a new host name cost before its request left.
 
-use firsttoken_e2e::nginx::{BASE, Nginx, NginxConfig, NginxTls};
+use firsttoken_e2e::nginx::{BASE, Nginx, NginxConfig};
 
 use super::*;
 
@@ -70,16 +70,10 @@ async fn one_way(
         },
     )
     .await?;
-    let (chain_pem, key_pem) = target.chain_and_key_pem();
     let nginx = Nginx::start(&NginxConfig {
-        upstream: target.address(),
-        tls: Some(NginxTls {
-            chain_pem,
-            key_pem,
-            http2: false,
-        }),
         pool,
         client_port,
+        ..NginxConfig::ending_tls_for(&target)
     })?;
     let link = Link::start(nginx.address(), profile).await?;
     let flags = [target.spki_flag(), FieldTarget::resolver_flag("*.test")];
@@ -114,30 +108,14 @@ async fn one_way(
             opened_by_post.push(new);
         }
     }
-    let steady_read = samples(&run, Phase::Steady);
-    let fresh_read = samples(&run, Phase::Fresh);
-    let mut order: Vec<(u32, Phase)> = steady_read
-        .iter()
-        .chain(&fresh_read)
-        .map(|s| (s.index, s.phase))
-        .collect();
-    order.sort_unstable();
-    // The warm-up's two first, then the steady and fresh requests in the order sent.
-    let steady_new_truth = order
-        .iter()
-        .zip(opened_by_post.iter().skip(2))
-        .filter(|((_, phase), new)| *phase == Phase::Steady && **new)
-        .count();
-    let steady_read_new = steady_read
-        .iter()
-        .filter(|s| s.conn.as_ref().and_then(|c| c.new_connection) == Some(true))
-        .count();
+    let (steady_new_truth, steady_read_new) = steady_new(&run, &opened_by_post);
     let served = target.served();
+    let link_log = link.log();
     let truth: Vec<f64> = posts(&served)
         .iter()
         .rev()
         .take(fresh as usize)
-        .filter_map(|s| before_sent(&link.log(), s.received))
+        .filter_map(|s| before_sent(&link_log, s.received))
         .collect();
     let truth = firsttoken_core::stats::median(&truth);
     let report = RunReport::of(&run);
