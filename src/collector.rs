@@ -269,6 +269,42 @@ pub async fn delete_run(
 }
 
 /// Why a summary could not be read.
+/// Asks the page's own server who made a link (`check_url`: its
+/// [`firsttoken_core::share::CHECK_PATH`]), sending the part after `#`.
+pub async fn check_link(
+    scope: &Scope,
+    check_url: &str,
+    fragment: &str,
+) -> Result<firsttoken_core::share::LinkCheck, CollectorError> {
+    let init = request(
+        "POST",
+        Some(fragment),
+        &[("content-type", "text/plain;charset=UTF-8")],
+    )?;
+    let answer = exchange(scope, check_url, &init).await?;
+    match answer.status {
+        200..=299 => answer.read(),
+        _ => Err(answer.error()),
+    }
+}
+
+/// Has the collector at `studies_url` sign `study` (its JSON) with the operator's
+/// admin token.
+pub async fn sign_study(
+    scope: &Scope,
+    studies_url: &str,
+    study: &str,
+    admin_token: &str,
+) -> Result<firsttoken_core::share::SignedStudy, CollectorError> {
+    let authorization = format!("Bearer {admin_token}");
+    let init = request("POST", Some(study), &[("authorization", &authorization)])?;
+    let answer = exchange(scope, studies_url, &init).await?;
+    match answer.status {
+        200..=299 => answer.read(),
+        _ => Err(answer.error()),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SummaryError {
     /// The collector keeps its results behind a token, and none (or the wrong one) was

@@ -180,9 +180,10 @@ mod tests {
                 (Dimension::TargetVersion, Some(version.to_owned())),
                 (Dimension::Network, network.map(str::to_owned)),
             ]),
-            runs: 12,
-            samples: 40,
-            answered: 40,
+            withheld: false,
+            runs: Some(12),
+            samples: Some(40),
+            answered: Some(40),
             ttft_ms: p50.map(|p50| Percentiles {
                 count: 40,
                 mean: p50.value,
@@ -195,7 +196,7 @@ mod tests {
             }),
             e2e_ms: None,
             median_of_run_medians_ttft_ms: None,
-            error_rate: 0.0,
+            error_rate: Some(0.0),
             errors: BTreeMap::new(),
             ttft_cdf: Vec::new(),
             note: None,
@@ -207,6 +208,9 @@ mod tests {
         let summary = Summary {
             group_by: vec![Dimension::TargetVersion, Dimension::Network],
             min_samples: 30,
+            min_runs: 5,
+            from_ms: None,
+            to_ms: None,
             groups: vec![
                 group(
                     "v1",
@@ -233,7 +237,10 @@ mod tests {
             .change
             .expect("both versions have percentiles on wifi");
         assert_eq!((wifi.ms, wifi.reading), (-100.0, Reading::Faster));
-        assert_eq!(version_group(&summary, "v3").map(|g| g.samples), Some(40));
+        assert_eq!(
+            version_group(&summary, "v3").map(|g| g.samples),
+            Some(Some(40))
+        );
         assert!(version_group(&summary, "v4").is_none());
     }
 }

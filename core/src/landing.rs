@@ -5,7 +5,7 @@
 
 use crate::plan::{PhasePlan, Plan};
 use crate::schema::origin_of;
-use crate::share::{RUNS_PATH, Study};
+use crate::share::{Link, LinkCheck, RUNS_PATH, Study};
 
 /// A typical chat answer's length, for the duration estimate.
 const TYPICAL_REQUEST_S: f64 = 1.5;
@@ -76,7 +76,10 @@ pub struct Landing {
     pub target_origin: String,
     /// The lead's end: `12 requests, under a minute.`
     pub lead_end: String,
-    /// Said when the study sends this browser's cookies to the page's own host.
+    /// Who made the link, as far as the page's own server can tell ([`Provenance`]).
+    pub provenance: String,
+    /// Said when the study sends this browser's cookies to the page's own host, with
+    /// each full URL they go to.
     pub session_notice: Option<String>,
     /// Said when the link carries what looks like an access token.
     pub token_notice: Option<String>,
@@ -95,10 +98,12 @@ pub struct Landing {
 
 /// Reads a link's part after `#` and checks it can run on this page: cookies go only to
 /// the page's own origin (`credentials: "same-origin"`), so a link that asks for them
-/// elsewhere asks for what the page will not do.
-pub fn open(fragment: &str, page_origin: &str) -> Result<Study, String> {
-    let study = Study::from_fragment(fragment).map_err(|e| e.to_string())?;
-    match study
+/// elsewhere asks for what the page will not do. Who made it is checked apart
+/// ([`Provenance`], [`admit`]).
+pub fn open(fragment: &str, page_origin: &str) -> Result<Link, String> {
+    let link = Link::parse(fragment).map_err(|e| e.to_string())?;
+    match link
+        .study
         .plan
         .targets
         .iter()
@@ -108,12 +113,108 @@ pub fn open(fragment: &str, page_origin: &str) -> Result<Study, String> {
             "target {:?} asks for this browser's cookies, but they are sent only to the page's own origin ({page_origin}), and it is on another",
             t.label
         )),
-        None => Ok(study),
+        None => Ok(link),
     }
 }
 
+/// Who made a link, as the page's own server answers ([`crate::share::CHECK_PATH`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Provenance {
+    /// The page is still asking.
+    Checking,
+    /// Signed with the server's key: made by the operator of the page's site, unchanged
+    /// since. `cookies_refused`: why cookies may not go with it even so.
+    Operator {
+        signed_at_ms: Option<u64>,
+        cookies_refused: Option<String>,
+    },
+    /// Not signed by this site's operator: anyone could have made it.
+    Anyone { reason: String },
+}
+
+impl Provenance {
+    /// What the server's answer means.
+    pub fn of(check: LinkCheck) -> Self {
+        if check.signed {
+            Provenance::Operator {
+                signed_at_ms: check.signed_at_ms,
+                cookies_refused: check.cookies_refused,
+            }
+        } else {
+            Provenance::Anyone {
+                reason: check
+                    .unsigned_reason
+                    .unwrap_or_else(|| "no signature".into()),
+            }
+        }
+    }
+
+    /// The server could not be asked, or did not answer as one: `why`.
+    pub fn unanswered(why: &str) -> Self {
+        Provenance::Anyone {
+            reason: format!("the site's server could not be asked: {why}"),
+        }
+    }
+
+    /// The landing's sentence about it, naming the page's host.
+    pub fn words(&self, host: &str) -> String {
+        match self {
+            Provenance::Checking => format!("Checking with {host} who made this link…"),
+            Provenance::Operator { signed_at_ms, .. } => format!(
+                "Made by the operator of {host} (signed{}, unchanged since).",
+                signed_at_ms
+                    .map(|ms| format!(" on {}", utc_date(ms)))
+                    .unwrap_or_default()
+            ),
+            Provenance::Anyone { reason } => format!(
+                "Not signed by {host}'s operator ({reason}): anyone could have made this link."
+            ),
+        }
+    }
+}
+
+/// Whether the study may run on this page given who made it: a study that sends this
+/// browser's cookies runs only from a link the site's operator signed, to URLs the
+/// operator allows. Anything else runs as any web page's requests would.
+pub fn admit(study: &Study, provenance: &Provenance, host: &str) -> Result<(), String> {
+    let cookie_urls = study.cookie_urls();
+    let Some(first) = cookie_urls.first() else {
+        return Ok(());
+    };
+    let why = match provenance {
+        Provenance::Checking => "it has not been checked yet".to_owned(),
+        Provenance::Operator {
+            cookies_refused: None,
+            ..
+        } => return Ok(()),
+        Provenance::Operator {
+            cookies_refused: Some(why),
+            ..
+        } => why.clone(),
+        Provenance::Anyone { reason } => format!("{host}'s operator did not sign it ({reason})"),
+    };
+    Err(format!(
+        "this link asks to send your cookies for {host} with its requests (to {first}), and only a link {host}'s operator signed for that may: {why}"
+    ))
+}
+
+/// `2026-12-06`: the UTC date of `ms` since 1970 (Hinnant's days-to-civil, whole
+/// numbers only).
+pub fn utc_date(ms: u64) -> String {
+    let z = (ms / 86_400_000) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
 impl Landing {
-    pub fn of(study: &Study, page: Page<'_>) -> Landing {
+    pub fn of(study: &Study, page: Page<'_>, provenance: &Provenance) -> Landing {
         let plan = &study.plan;
         let collector_url = study
             .collector
@@ -139,8 +240,10 @@ impl Landing {
                 plan.total_requests(),
                 duration_estimate(plan)
             ),
+            provenance: provenance.words(host),
             session_notice: plan.targets.iter().any(|t| t.send_cookies).then(|| format!(
-                "This measurement uses your signed-in session with {host}: this browser's cookies for {host} go with each request to it, as they do when you use it. They are never uploaded."
+                "This measurement uses your signed-in session with {host}: this browser's cookies for {host} go with each request to {}, as they do when you use it. They are never uploaded.",
+                study.cookie_urls().join(" and ")
             )),
             token_notice: (!secrets.is_empty()).then(|| format!(
                 "This link carries an access token for the measured service ({}), which the person who sent it says is for this benchmark only. It goes to that service with each request and is never uploaded.",
@@ -320,7 +423,7 @@ mod tests {
             },
             PhasePlan::Compare { rounds: 5 },
         ];
-        let landing = Landing::of(&study(plan), PAGE);
+        let landing = Landing::of(&study(plan), PAGE, &Provenance::Checking);
         assert_eq!(landing.title, "Checkout assistant");
         assert_eq!(landing.target_label, "prod chat");
         assert_eq!(landing.target_origin, " (https://chat.example.com) ");
@@ -359,11 +462,13 @@ mod tests {
     }
 
     /// A link that sends cookies is opened only on the page whose origin gets them, and
-    /// then says whose session it uses; a token in the link is named.
+    /// then says whose session it uses, with every full URL the cookies go to; a token in
+    /// the link is named.
     #[test]
     fn cookies_and_tokens_are_said_before_start() {
         let mut own = target("app", "https://bench.example.com/api/chat");
         own.send_cookies = true;
+        own.probe_url = Some("https://bench.example.com/api/ping".into());
         own.headers
             .insert("Authorization".into(), "Bearer secret".into());
         let link = Study {
@@ -371,13 +476,23 @@ mod tests {
             ..study(Plan::steady(own, 5))
         }
         .to_fragment();
-        let opened = open(&link, PAGE.origin).map(|s| Landing::of(&s, PAGE));
+        let signed = Provenance::Operator {
+            signed_at_ms: Some(1_796_601_600_000),
+            cookies_refused: None,
+        };
+        let opened = open(&link, PAGE.origin).map(|l| Landing::of(&l.study, PAGE, &signed));
         let landing = opened.as_ref().map_err(String::as_str);
         assert_eq!(
             landing.map(|l| l.session_notice.as_deref()),
             Ok(Some(
-                "This measurement uses your signed-in session with bench.example.com: this browser's cookies for bench.example.com go with each request to it, as they do when you use it. They are never uploaded."
+                "This measurement uses your signed-in session with bench.example.com: this browser's cookies for bench.example.com go with each request to https://bench.example.com/api/chat and https://bench.example.com/api/ping, as they do when you use it. They are never uploaded."
             ))
+        );
+        assert_eq!(
+            landing.map(|l| l.provenance.as_str()),
+            Ok(
+                "Made by the operator of bench.example.com (signed on 2026-12-07, unchanged since)."
+            )
         );
         assert!(
             landing
@@ -387,9 +502,79 @@ mod tests {
             "{landing:?}"
         );
         assert_eq!(
-            open(&link, "https://elsewhere.example.org").map(|s| s.title),
+            open(&link, "https://elsewhere.example.org").map(|l| l.study.title),
             Err("target \"app\" asks for this browser's cookies, but they are sent only to the page's own origin (https://elsewhere.example.org), and it is on another".to_owned())
         );
+    }
+
+    /// Cookies go only with a link the site's operator signed, to URLs it allows; any
+    /// other link runs without them or not at all, and says why.
+    #[test]
+    fn only_the_operators_signed_link_sends_cookies() {
+        let mut own = target("app", "https://bench.example.com/api/chat");
+        own.send_cookies = true;
+        let with_cookies = study(Plan::steady(own.clone(), 5));
+        let host = PAGE.host;
+        let anyone = Provenance::of(LinkCheck {
+            signed: false,
+            signed_at_ms: None,
+            unsigned_reason: Some("no signature".into()),
+            cookies_refused: None,
+        });
+        let refused = admit(&with_cookies, &anyone, host).expect_err("unsigned");
+        assert_eq!(
+            refused,
+            "this link asks to send your cookies for bench.example.com with its requests (to https://bench.example.com/api/chat), and only a link bench.example.com's operator signed for that may: bench.example.com's operator did not sign it (no signature)"
+        );
+        assert!(admit(&with_cookies, &Provenance::Checking, host).is_err());
+        assert!(
+            admit(
+                &with_cookies,
+                &Provenance::unanswered("404 Not Found"),
+                host
+            )
+            .is_err()
+        );
+        let outside = Provenance::Operator {
+            signed_at_ms: None,
+            cookies_refused: Some("not under https://bench.example.com/chat/".into()),
+        };
+        assert!(
+            admit(&with_cookies, &outside, host)
+                .expect_err("outside the prefixes")
+                .ends_with("may: not under https://bench.example.com/chat/")
+        );
+        let signed = Provenance::Operator {
+            signed_at_ms: None,
+            cookies_refused: None,
+        };
+        assert_eq!(admit(&with_cookies, &signed, host), Ok(()));
+        // Without cookies, anyone's link runs, and the landing says whose it is not.
+        own.send_cookies = false;
+        let plain = study(Plan::steady(own, 5));
+        assert_eq!(admit(&plain, &anyone, host), Ok(()));
+        assert_eq!(
+            Landing::of(&plain, PAGE, &anyone).provenance,
+            "Not signed by bench.example.com's operator (no signature): anyone could have made this link."
+        );
+        assert_eq!(
+            Landing::of(&plain, PAGE, &Provenance::Checking).provenance,
+            "Checking with bench.example.com who made this link…"
+        );
+    }
+
+    #[test]
+    fn dates_are_utc_days() {
+        // Python: datetime.fromtimestamp(ms / 1000, timezone.utc).date()
+        for (ms, date) in [
+            (0, "1970-01-01"),
+            (951_782_400_000, "2000-02-29"),
+            (1_796_601_599_999, "2026-12-06"),
+            (1_796_601_600_000, "2026-12-07"),
+            (253_402_300_799_999, "9999-12-31"),
+        ] {
+            assert_eq!(utc_date(ms), date, "{ms}");
+        }
     }
 
     /// Under a base path, the page's own collector is under it too.

@@ -177,13 +177,75 @@ impl Study {
         format!("{VERSION}.{}", URL_SAFE_NO_PAD.encode(deflated))
     }
 
-    /// Reads a link's part after `#` (with or without the `#`), and checks it.
+    /// Reads a link's part after `#` (with or without the `#`), and checks it; a
+    /// signature, if the link has one, is not checked here ([`Link::parse`]).
     pub fn from_fragment(fragment: &str) -> Result<Self, LinkError> {
+        Link::parse(fragment).map(|link| link.study)
+    }
+
+    /// The URLs this browser's cookies go to with the requests: the targets that ask
+    /// for them, their endpoint and, when it is on the same origin, their probe.
+    pub fn cookie_urls(&self) -> Vec<&str> {
+        self.plan
+            .targets
+            .iter()
+            .filter(|t| t.send_cookies)
+            .flat_map(|t| {
+                let origin = crate::schema::origin_of(&t.url);
+                std::iter::once(t.url.as_str()).chain(
+                    t.probe_url
+                        .as_deref()
+                        .filter(move |p| crate::schema::origin_of(p) == origin),
+                )
+            })
+            .collect()
+    }
+
+    /// Why this study may not send cookies under `prefixes` (the operator's
+    /// `--cookie-target-prefix`), naming the first URL outside them; `None` when it sends
+    /// none, or each URL it sends them to is under one.
+    pub fn cookies_refused(&self, prefixes: &[String]) -> Option<String> {
+        let outside = self
+            .cookie_urls()
+            .into_iter()
+            .find(|url| !prefixes.iter().any(|p| cookie_prefix_allows(p, url)))?;
+        Some(if prefixes.is_empty() {
+            format!(
+                "this site's operator allows cookies to no URL (the collector has no --cookie-target-prefix), and the link sends them to {outside}"
+            )
+        } else {
+            format!(
+                "{outside} is not under a URL this site's operator allows cookies to ({})",
+                prefixes.join(", ")
+            )
+        })
+    }
+}
+
+/// The length of a link's signature: HMAC-SHA256, 32 bytes in base64url.
+pub const SIGNATURE_CHARS: usize = 43;
+/// Where the page asks its own server who made a link: POST the part after `#`.
+pub const CHECK_PATH: &str = "/api/v1/studies/check";
+/// Where the operator signs a study: POST its JSON with the admin token.
+pub const STUDIES_PATH: &str = "/api/v1/studies";
+
+/// A link taken apart: the study, the text a signature covers (`v1.` and the study's
+/// code) and the signature after it, if the link has one (`v1.<study>.<signature>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Link {
+    pub study: Study,
+    pub signed_text: String,
+    pub signature: Option<String>,
+}
+
+impl Link {
+    /// Reads a link's part after `#` (with or without the `#`), and checks its study.
+    pub fn parse(fragment: &str) -> Result<Self, LinkError> {
         let fragment = fragment.trim().trim_start_matches('#');
         if fragment.is_empty() {
             return Err(LinkError::Empty);
         }
-        let (version, payload) = fragment
+        let (version, rest) = fragment
             .split_once('.')
             .ok_or(LinkError::Damaged("no version mark"))?;
         if version != VERSION {
@@ -191,6 +253,112 @@ impl Study {
                 version.chars().take(16).collect(),
             ));
         }
+        let (payload, signature) = match rest.split_once('.') {
+            Some((payload, signature)) => {
+                let well_formed = signature.len() == SIGNATURE_CHARS
+                    && signature
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                if !well_formed {
+                    return Err(LinkError::Damaged("its signature is not whole"));
+                }
+                (payload, Some(signature.to_owned()))
+            }
+            None => (rest, None),
+        };
+        let study = Study::from_payload(payload)?;
+        Ok(Link {
+            study,
+            signed_text: format!("{VERSION}.{payload}"),
+            signature,
+        })
+    }
+
+    /// The link's part after `#`, with its signature when it has one.
+    pub fn fragment(&self) -> String {
+        match &self.signature {
+            Some(signature) => format!("{}.{signature}", self.signed_text),
+            None => self.signed_text.clone(),
+        }
+    }
+}
+
+/// What the page's own server says of a link ([`CHECK_PATH`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkCheck {
+    /// The link carries this server's signature: its operator made it, and it is unchanged.
+    pub signed: bool,
+    /// When the operator signed it (ms since 1970), where the server still has the date.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_at_ms: Option<u64>,
+    /// Why the link is not the operator's, when it is not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsigned_reason: Option<String>,
+    /// Why the study may not send this browser's cookies, when it asks to and may not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cookies_refused: Option<String>,
+}
+
+/// What the collector answers when its operator signs a study ([`STUDIES_PATH`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedStudy {
+    pub study_id: String,
+    /// When the collector first signed the study (ms since 1970).
+    pub signed_at_ms: u64,
+    /// The link's part after `#`: `v1.<study>.<signature>`.
+    pub fragment: String,
+    /// The link on that server, after its origin: `/firsttoken/run#v1.…`.
+    pub path: String,
+}
+
+/// Whether cookies may go to `url` under the operator's `prefix`
+/// (`https://chat.example.com/api/chat`): the same scheme and host (in any case), and a
+/// path that starts with the prefix's at a `/` (so `/api` allows `/api/x`, never
+/// `/apiary`). A URL whose path a browser would rewrite (`..`, `.` segments, in any
+/// spelling, or a backslash) is never allowed: the request would go elsewhere than the
+/// text says.
+pub fn cookie_prefix_allows(prefix: &str, url: &str) -> bool {
+    let split = |u: &str| -> Option<(String, String)> {
+        let (scheme, rest) = u.split_once("://")?;
+        let (authority, path) = match rest.find(['/', '?', '#']) {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let path = path.split(['?', '#']).next().unwrap_or("/");
+        Some((
+            format!(
+                "{}://{}",
+                scheme.to_ascii_lowercase(),
+                authority.to_ascii_lowercase()
+            ),
+            if path.is_empty() {
+                "/".into()
+            } else {
+                path.to_owned()
+            },
+        ))
+    };
+    let (Some((prefix_origin, prefix_path)), Some((origin, path))) = (split(prefix), split(url))
+    else {
+        return false;
+    };
+    let rewritten = path.contains('\\')
+        || path.split('/').any(|segment| {
+            let s = segment.to_ascii_lowercase().replace("%2e", ".");
+            s == "." || s == ".."
+        });
+    if rewritten || prefix_origin != origin {
+        return false;
+    }
+    path == prefix_path
+        || (path.starts_with(&prefix_path)
+            && (prefix_path.ends_with('/') || path[prefix_path.len()..].starts_with('/')))
+}
+
+impl Study {
+    /// The study in a link's code (after `v1.`).
+    fn from_payload(payload: &str) -> Result<Self, LinkError> {
         if payload.len() > MAX_PAYLOAD_CHARS {
             return Err(LinkError::TooLong(payload.len()));
         }
@@ -332,6 +500,91 @@ mod tests {
             .insert("X-Api-Key".into(), "k".into());
         s.carries_token = false;
         assert!(s.validate().is_err());
+    }
+
+    /// A signature rides after the study's code and is kept apart from it; a link without
+    /// one (every link made before signing) still opens; a cut signature is damage.
+    #[test]
+    fn a_signature_is_the_links_last_part() {
+        let s = study();
+        let unsigned = s.to_fragment();
+        let link = Link::parse(&unsigned).expect("unsigned opens");
+        assert_eq!(
+            (link.signature.as_deref(), link.signed_text.as_str()),
+            (None, unsigned.as_str())
+        );
+        let signature = "A".repeat(SIGNATURE_CHARS);
+        let signed = format!("{unsigned}.{signature}");
+        let link = Link::parse(&format!("#{signed}")).expect("signed opens");
+        assert_eq!(link.signature.as_deref(), Some(signature.as_str()));
+        assert_eq!(link.signed_text, unsigned);
+        assert_eq!(link.fragment(), signed);
+        assert_eq!(Study::from_fragment(&signed), Ok(s));
+        for cut in [
+            &signed[..signed.len() - 1],
+            &format!("{signed}A"),
+            &format!("{unsigned}."),
+        ] {
+            assert_eq!(
+                Link::parse(cut),
+                Err(LinkError::Damaged("its signature is not whole")),
+                "{cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn cookies_go_only_under_the_operators_prefixes() {
+        let prefix = "https://chat.example.com/api/chat";
+        for (url, allowed) in [
+            ("https://chat.example.com/api/chat", true),
+            ("https://CHAT.example.com/api/chat/stream?x=1", true),
+            ("https://chat.example.com/api/chatty", false),
+            ("https://chat.example.com/api/chat/../../settings", false),
+            ("https://chat.example.com/api/chat/%2E%2e/settings", false),
+            ("https://chat.example.com/api/chat/./x", false),
+            ("https://chat.example.com/api/chat\\..\\settings", false),
+            ("http://chat.example.com/api/chat", false),
+            ("https://chat.example.com:8443/api/chat", false),
+            ("https://evil.example.com/api/chat", false),
+            ("https://chat.example.com/settings", false),
+        ] {
+            assert_eq!(cookie_prefix_allows(prefix, url), allowed, "{url}");
+        }
+        assert!(cookie_prefix_allows(
+            "https://chat.example.com/",
+            "https://chat.example.com/x"
+        ));
+        assert!(cookie_prefix_allows(
+            "https://chat.example.com",
+            "https://chat.example.com/x"
+        ));
+        assert!(!cookie_prefix_allows(
+            "not a url",
+            "https://chat.example.com/x"
+        ));
+
+        let mut s = study();
+        assert_eq!(s.cookies_refused(&[]), None, "no cookies asked for");
+        s.plan.targets[0].send_cookies = true;
+        assert_eq!(
+            s.cookies_refused(&[]).as_deref(),
+            Some(
+                "this site's operator allows cookies to no URL (the collector has no --cookie-target-prefix), and the link sends them to https://chat.example.com/v1/chat/completions"
+            )
+        );
+        let allowed = vec!["https://chat.example.com/v1/".to_owned()];
+        assert_eq!(s.cookies_refused(&allowed), None);
+        s.plan.targets[0].probe_url = Some("https://chat.example.com/admin/ping".into());
+        assert_eq!(
+            s.cookies_refused(&allowed).as_deref(),
+            Some(
+                "https://chat.example.com/admin/ping is not under a URL this site's operator allows cookies to (https://chat.example.com/v1/)"
+            )
+        );
+        // A probe on another origin gets no cookies, so it needs no prefix.
+        s.plan.targets[0].probe_url = Some("https://probe.example.com/admin".into());
+        assert_eq!(s.cookies_refused(&allowed), None);
     }
 
     #[test]

@@ -142,6 +142,11 @@ pub struct Row {
 }
 /// Groups with fewer answered requests than this show counts, not percentiles.
 pub const DEFAULT_MIN_SAMPLES: usize = 30;
+/// Groups from fewer runs than this publish nothing but their key: no count, no
+/// percentile, no error rate, so no one's run can be read out of a small group. A run
+/// record carries no device identity (by design), so runs are what is counted. The
+/// server's `--min-runs` may raise it, never lower it.
+pub const DEFAULT_MIN_RUNS: usize = 5;
 /// Intervals resample runs; with fewer runs than this they would mostly describe those
 /// few runs (a cluster bootstrap's spread shrinks as (R − 1)/R and its ends come from a
 /// handful of distinct resamples), so a group shows its percentiles without intervals.
@@ -154,6 +159,14 @@ const CDF_POINTS: usize = 41;
 pub struct Summary {
     pub group_by: Vec<Dimension>,
     pub min_samples: usize,
+    /// Groups from fewer runs than this are withheld ([`DEFAULT_MIN_RUNS`]).
+    pub min_runs: usize,
+    /// The time window the numbers cover (Unix ms, `to` excluded), as the collector
+    /// applied it: widened to whole hours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to_ms: Option<i64>,
     pub groups: Vec<Group>,
 }
 
@@ -162,10 +175,15 @@ pub struct Summary {
 pub struct Group {
     /// The group's value of each grouping dimension (`null` where the sample had none).
     pub key: BTreeMap<Dimension, Option<String>>,
-    pub runs: usize,
-    pub samples: usize,
+    /// Whether the group's numbers are withheld: it has fewer runs than `min_runs`, or
+    /// its numbers subtracted from a total would give a withheld group's ([`Summary`]'s
+    /// complementary suppression). Then every count and number below is `null` or empty.
+    #[serde(default)]
+    pub withheld: bool,
+    pub runs: Option<usize>,
+    pub samples: Option<usize>,
     /// Samples that answered (no error, a first token).
-    pub answered: usize,
+    pub answered: Option<usize>,
     /// `None` when the group has fewer answered samples than `min_samples`; then `note`
     /// says so.
     pub ttft_ms: Option<Percentiles>,
@@ -174,7 +192,7 @@ pub struct Group {
     /// below `min_samples`, like the percentiles.
     pub median_of_run_medians_ttft_ms: Option<f64>,
     /// Failed samples over all samples.
-    pub error_rate: f64,
+    pub error_rate: Option<f64>,
     /// Failed samples by error class.
     pub errors: BTreeMap<String, ErrorCount>,
     /// The TTFT distribution: `[ms, fraction of answered samples at or below it]`; empty
@@ -370,8 +388,9 @@ impl Accumulator {
         self.groups.entry(group).or_default().fold.merge(fold);
     }
 
-    /// The groups' numbers, sorted by their keys.
-    pub fn finish(self, group_by: &[Dimension], min_samples: usize) -> Summary {
+    /// The groups' numbers, sorted by their keys; groups from fewer than `min_runs` runs
+    /// withheld, with their complement ([`withhold_complement`]).
+    pub fn finish(self, group_by: &[Dimension], min_samples: usize, min_runs: usize) -> Summary {
         let mut groups: Vec<Group> = self
             .groups
             .into_iter()
@@ -391,20 +410,79 @@ impl Accumulator {
                 runs.sort_by(|a, b| a.0.cmp(&b.0));
                 let mut fold = Fold::of_runs(runs);
                 fold.merge(acc.fold);
-                group(key, &fold, min_samples)
+                group(key, &fold, min_samples, min_runs)
             })
             .collect();
         groups.sort_by(|a, b| a.key.cmp(&b.key));
+        withhold_complement(&mut groups, min_runs);
         Summary {
             group_by: group_by.to_vec(),
             min_samples,
+            min_runs,
+            from_ms: None,
+            to_ms: None,
             groups,
         }
     }
 }
 
-/// A group's numbers from its runs folded together.
-pub fn group(key: BTreeMap<Dimension, Option<String>>, fold: &Fold, min_samples: usize) -> Group {
+/// Complementary suppression: when an answer withholds a small group and publishes
+/// others, the total (another query, with no grouping) minus the published groups would
+/// give the small group's counts and errors. So the published group with the fewest runs
+/// is withheld too: the difference then spans it as well, at least `min_runs` runs.
+pub fn withhold_complement(groups: &mut [Group], min_runs: usize) {
+    if !groups.iter().any(|g| g.withheld) {
+        return;
+    }
+    let smallest = groups
+        .iter_mut()
+        .filter(|g| !g.withheld)
+        .min_by_key(|g| g.runs.unwrap_or(usize::MAX));
+    if let Some(g) = smallest {
+        *g = Group::withheld(
+            std::mem::take(&mut g.key),
+            format!(
+                "withheld with a group of fewer than {min_runs} runs: its numbers subtracted from the total would give that group's"
+            ),
+        );
+    }
+}
+
+impl Group {
+    /// A group that publishes its key and why, nothing else.
+    pub fn withheld(key: BTreeMap<Dimension, Option<String>>, note: String) -> Self {
+        Group {
+            key,
+            withheld: true,
+            runs: None,
+            samples: None,
+            answered: None,
+            ttft_ms: None,
+            e2e_ms: None,
+            median_of_run_medians_ttft_ms: None,
+            error_rate: None,
+            errors: BTreeMap::new(),
+            ttft_cdf: Vec::new(),
+            note: Some(note),
+        }
+    }
+}
+
+/// A group's numbers from its runs folded together; withheld below `min_runs` runs.
+pub fn group(
+    key: BTreeMap<Dimension, Option<String>>,
+    fold: &Fold,
+    min_samples: usize,
+    min_runs: usize,
+) -> Group {
+    if (fold.runs as usize) < min_runs {
+        return Group::withheld(
+            key,
+            format!(
+                "fewer than {min_runs} runs: nothing about this group is published, so no one's run can be singled out"
+            ),
+        );
+    }
     let answered = fold.ttft.all().count() as usize;
     let runs_answered = fold.ttft.runs() as usize;
     let failed: u64 = fold.errors.values().sum();
@@ -436,13 +514,14 @@ pub fn group(key: BTreeMap<Dimension, Option<String>>, fold: &Fold, min_samples:
     };
     Group {
         key,
-        runs: fold.runs as usize,
-        samples: fold.samples as usize,
-        answered,
+        withheld: false,
+        runs: Some(fold.runs as usize),
+        samples: Some(fold.samples as usize),
+        answered: Some(answered),
         ttft_ms,
         e2e_ms,
         median_of_run_medians_ttft_ms: fold.median_of_run_medians().filter(|_| enough),
-        error_rate: rate(failed),
+        error_rate: Some(rate(failed)),
         errors: fold
             .errors
             .iter()
@@ -499,11 +578,11 @@ mod tests {
         }
         acc.add(row("wifi", "r0", Some("truncated"), Some(50.0)));
         acc.add(row("wifi", "r1", Some("truncated"), None));
-        let summary = acc.finish(&[Dimension::Network], 10);
+        let summary = acc.finish(&[Dimension::Network], 10, 1);
         let wifi = &summary.groups[0];
-        assert_eq!((wifi.samples, wifi.answered), (22, 20));
+        assert_eq!((wifi.samples, wifi.answered), (Some(22), Some(20)));
         assert_eq!(wifi.errors["truncated"].count, 2);
-        assert!((wifi.error_rate - 2.0 / 22.0).abs() < 1e-12);
+        assert!((wifi.error_rate.expect("published") - 2.0 / 22.0).abs() < 1e-12);
         let ttft = wifi.ttft_ms.expect("20 answered");
         assert_eq!(
             ttft.p50.value, 500.0,
@@ -526,7 +605,7 @@ mod tests {
         for i in 0..5 {
             acc.add(row("cellular", "c", None, Some(900.0 + f64::from(i))));
         }
-        let summary = acc.finish(&[Dimension::Network], 30);
+        let summary = acc.finish(&[Dimension::Network], 30, 1);
         let cellular = &summary.groups[0];
         assert_eq!(
             cellular.key[&Dimension::Network].as_deref(),
@@ -534,7 +613,7 @@ mod tests {
         );
         assert_eq!(
             (cellular.runs, cellular.samples, cellular.answered),
-            (1, 5, 5)
+            (Some(1), Some(5), Some(5))
         );
         assert!(cellular.ttft_ms.is_none());
         assert!(
@@ -544,9 +623,12 @@ mod tests {
                 .is_some_and(|n| n.contains("has 5"))
         );
         let fiber = &summary.groups[1];
-        assert_eq!((fiber.runs, fiber.samples, fiber.answered), (4, 41, 40));
+        assert_eq!(
+            (fiber.runs, fiber.samples, fiber.answered),
+            (Some(4), Some(41), Some(40))
+        );
         assert_eq!(fiber.errors["http"].count, 1);
-        assert!((fiber.error_rate - 1.0 / 41.0).abs() < 1e-12);
+        assert!((fiber.error_rate.expect("published") - 1.0 / 41.0).abs() < 1e-12);
         let ttft = fiber.ttft_ms.expect("40 answered");
         assert_eq!(
             (ttft.p50.low, ttft.p50.high),
@@ -567,6 +649,80 @@ mod tests {
         assert_eq!(fiber.ttft_cdf.last(), Some(&[339.0, 1.0]));
     }
 
+    /// A group from fewer than k runs publishes its key and nothing else, however many
+    /// requests its runs made; the smallest published group goes with it, so a total
+    /// minus the published groups never gives it.
+    #[test]
+    fn a_group_of_fewer_than_k_runs_is_withheld_with_its_complement() {
+        let mut acc = Accumulator::default();
+        // One run of 200 requests: enough for every percentile, one person's run.
+        for i in 0..200 {
+            acc.add(row("satellite", "alone", None, Some(700.0 + f64::from(i))));
+        }
+        for (network, runs) in [("wifi", 9), ("fiber", 6)] {
+            for run in 0..runs {
+                for i in 0..10 {
+                    acc.add(row(
+                        network,
+                        &format!("{network}-{run}"),
+                        None,
+                        Some(300.0 + f64::from(i)),
+                    ));
+                }
+            }
+        }
+        let summary = acc.finish(&[Dimension::Network], 30, DEFAULT_MIN_RUNS);
+        assert_eq!(summary.min_runs, 5);
+        let by = |name: &str| {
+            summary
+                .groups
+                .iter()
+                .find(|g| g.key[&Dimension::Network].as_deref() == Some(name))
+                .expect("a group")
+        };
+        let alone = by("satellite");
+        assert!(alone.withheld);
+        assert_eq!(
+            (alone.runs, alone.samples, alone.answered, alone.error_rate),
+            (None, None, None, None)
+        );
+        assert!(alone.ttft_ms.is_none() && alone.ttft_cdf.is_empty() && alone.errors.is_empty());
+        assert!(
+            alone
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("fewer than 5 runs")),
+            "{:?}",
+            alone.note
+        );
+        // Fiber (6 runs) is the smallest published group: withheld with it.
+        let fiber = by("fiber");
+        assert!(fiber.withheld && fiber.runs.is_none());
+        assert!(
+            fiber
+                .note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("withheld with a group"))
+        );
+        let wifi = by("wifi");
+        assert_eq!(
+            (wifi.withheld, wifi.runs, wifi.samples),
+            (false, Some(9), Some(90))
+        );
+        assert!(wifi.ttft_ms.is_some());
+        // Nothing withheld: nothing more is.
+        let mut acc = Accumulator::default();
+        for run in 0..5 {
+            acc.add(row("wifi", &format!("w{run}"), None, Some(300.0)));
+        }
+        let summary = acc.finish(&[Dimension::Network], 1, DEFAULT_MIN_RUNS);
+        assert!(!summary.groups[0].withheld);
+        // The serialized group says `null`, not a made-up zero.
+        let json = serde_json::to_value(alone).expect("json");
+        assert_eq!(json["runs"], serde_json::Value::Null);
+        assert_eq!(json["withheld"], true);
+    }
+
     #[test]
     fn intervals_resample_whole_runs() {
         // Twelve runs on networks of different speeds, ten requests each, tightly bunched
@@ -579,7 +735,7 @@ mod tests {
                 acc.add(row("wifi", &format!("run-{run:02}"), None, Some(ttft)));
             }
         }
-        let group = &acc.finish(&[Dimension::Network], 30).groups[0];
+        let group = &acc.finish(&[Dimension::Network], 30, 1).groups[0];
         let p50 = group.ttft_ms.expect("120 answered").p50;
         let (low, high) = (p50.low.expect("12 runs"), p50.high.expect("12 runs"));
         let values: Vec<f64> = (0..12)
@@ -692,7 +848,7 @@ mod tests {
             ttft_runs.push(ttft);
             e2e_runs.push(e2e);
         }
-        let summary = accumulator.finish(&[], 1);
+        let summary = accumulator.finish(&[], 1, 1);
         let group = &summary.groups[0];
         let alone =
             |runs: &[Sketch]| sketch_percentiles(&runs.iter().collect::<Vec<_>>(), BOOTSTRAP_SEED);

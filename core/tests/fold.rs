@@ -125,7 +125,7 @@ fn folds_merged_in_any_split_give_the_folds_of_all_runs() {
         let group = |fold: Fold| {
             let mut acc = Accumulator::default();
             acc.add_fold(vec!["wifi".into()], fold);
-            acc.finish(&[Dimension::Network], 30).groups.remove(0)
+            acc.finish(&[Dimension::Network], 30, 1).groups.remove(0)
         };
         let mut by_cells = Accumulator::default();
         for (id, values) in &runs {
@@ -141,7 +141,7 @@ fn folds_merged_in_any_split_give_the_folds_of_all_runs() {
         merged.samples = runs.iter().map(|r| r.1.len() as u64).sum();
         let (a, b) = (
             group(merged),
-            by_cells.finish(&[Dimension::Network], 30).groups.remove(0),
+            by_cells.finish(&[Dimension::Network], 30, 1).groups.remove(0),
         );
         // The means add the same values in another order: equal to rounding.
         let (ta, tb) = (a.ttft_ms.expect("ttft"), b.ttft_ms.expect("ttft"));
@@ -211,10 +211,10 @@ fn a_summary_of_folds_gives_known_percentiles_within_the_sketchs_error() {
         fold.samples = mine.iter().map(|r| r.1.len() as u64).sum();
         acc.add_fold(Vec::new(), fold);
     }
-    let group = acc.finish(&[], 30).groups.remove(0);
+    let group = acc.finish(&[], 30, 1).groups.remove(0);
     assert_eq!(
         (group.runs, group.samples, group.answered),
-        (runs, count, count)
+        (Some(runs), Some(count), Some(count))
     );
     let slices: Vec<&[f64]> = values.iter().map(Vec::as_slice).collect();
     let exact = summary::percentiles(&slices, stats::BOOTSTRAP_SEED).expect("values");

@@ -35,9 +35,13 @@ fn test_config(static_dir: Option<PathBuf>) -> Config {
         static_dir: static_dir.unwrap_or_else(|| "/nonexistent".into()),
         // The tests upload from one address, far more often than a person would.
         uploads_per_minute: 100_000,
+        admin_token: Some(firsttoken_server::config::Secret(ADMIN_TOKEN.into())),
         ..Config::defaults()
     }
 }
+
+/// The test servers' admin token: the operator signs links with it.
+pub const ADMIN_TOKEN: &str = "e2e-admin-token-of-at-least-32-characters";
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -150,6 +154,11 @@ impl TestServer {
     }
 
     async fn listening(config: Config, tcp: tokio::net::TcpListener) -> anyhow::Result<Self> {
+        let mut config = config;
+        if config.cookie_target_prefixes.is_empty() {
+            // The test operator lets its signed links send cookies to its own origin.
+            config.cookie_target_prefixes = vec![format!("http://{}/", tcp.local_addr()?)];
+        }
         let data = tempfile::tempdir()?;
         let url = format!("sqlite://{}", data.path().join("runs.db").display());
         let db = Db::connect(&url).await?;
@@ -248,6 +257,20 @@ impl TestServer {
     /// The share link of `study`, opened on this server's app.
     pub fn link(&self, study: &Study) -> String {
         self.url(&format!("/run#{}", study.to_fragment()))
+    }
+
+    /// The share link of `study` signed by this server, as its operator makes it with the
+    /// admin token (`POST /api/v1/studies` signs with the same key and code).
+    pub async fn signed_link(&self, study: &Study) -> anyhow::Result<String> {
+        let mut study = study.clone();
+        // Signing gives a study without a name one, as the endpoint does.
+        study.study_id = study.study_id.or_else(|| Some("signedbytheopera".into()));
+        let key = self.db.signing_key().await?;
+        let unsigned = study.to_fragment();
+        let signature = firsttoken_server::routes::studies::signature(&key, &unsigned);
+        let id = study.study_id.clone().unwrap_or_default();
+        self.db.record_signed_study(&id, &study.title).await?;
+        Ok(self.url(&format!("/run#{unsigned}.{signature}")))
     }
 
     /// The record of the one run this server stored (an error if it stored none or more).

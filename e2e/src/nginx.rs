@@ -49,6 +49,16 @@ pub struct NginxConfig {
     /// Adds README's client-port lines to the location: nginx reports the browser's port
     /// in `X-Firsttoken-Client-Port`, in place of any the server sends.
     pub client_port: bool,
+    /// The port to listen on (from [`free_port`]), when the server behind must know it
+    /// before nginx starts; `None`: a free one.
+    pub port: Option<u16>,
+}
+
+/// A loopback port free now, for a server started a moment later.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
 }
 
 impl NginxConfig {
@@ -59,6 +69,7 @@ impl NginxConfig {
             tls: None,
             pool: None,
             client_port: false,
+            port: None,
         }
     }
 }
@@ -104,9 +115,10 @@ impl Nginx {
             "NGINX_BIN names the nginx binary: run this with `cargo xtask test` or `cargo xtask bench field`",
         )?;
         let dir = tempfile::tempdir()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = match config.port {
+            Some(port) => port,
+            None => free_port()?,
+        };
         let file = dir.path().join("nginx.conf");
         std::fs::write(&file, configuration(config, port, dir.path())?)?;
         let child = Command::new(&binary)

@@ -26,7 +26,7 @@ fn paint() -> Option<()> {
     let location = window.location();
     let origin = location.origin().ok()?;
     let host = location.host().ok()?;
-    let study = landing::open(&location.hash().ok()?, &origin).ok()?;
+    let study = landing::open(&location.hash().ok()?, &origin).ok()?.study;
     // The base path the server wrote into the page, read as the app's
     // `browser::base_path` reads it.
     let base = document
@@ -42,6 +42,8 @@ fn paint() -> Option<()> {
             host: &host,
             base_path: &base,
         },
+        // The app asks the page's server who made the link when it comes.
+        &landing::Provenance::Checking,
     );
     // The app's module may have come first (from the cache, say): then it is there,
     // with its `<main>`, and painting would put a second landing under it. The app
@@ -160,6 +162,13 @@ impl Painter {
                 Some(lead),
             ],
         )?;
+        let provenance = [
+            ("class", "notice provenance"),
+            ("data-testid", "provenance"),
+            ("data-made-by", "checking"),
+            ("role", "note"),
+        ];
+        self.add(&section, &[self.text("p", &provenance, &words.provenance)])?;
         for notice in [&words.session_notice, &words.token_notice]
             .into_iter()
             .flatten()

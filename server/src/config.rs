@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use clap::{Parser, ValueEnum};
 
-use firsttoken_core::summary::DEFAULT_MIN_SAMPLES;
+use firsttoken_core::summary::{DEFAULT_MIN_RUNS, DEFAULT_MIN_SAMPLES};
 
 /// firsttoken server: the collector, the demo target and the built app.
 #[derive(Debug, Clone, Parser)]
@@ -71,6 +71,21 @@ pub struct Config {
         value_delimiter = ','
     )]
     pub accept_target_origins: Vec<String>,
+
+    /// Let a link the operator signed send the page's cookies to URLs under this prefix
+    /// (`https://chat.example.com/api/chat`; repeat the flag, or separate with commas in
+    /// the variable). Without it no link sends cookies; an unsigned link never does.
+    #[arg(
+        long = "cookie-target-prefix",
+        env = "FIRSTTOKEN_COOKIE_TARGET_PREFIX",
+        value_delimiter = ','
+    )]
+    pub cookie_target_prefixes: Vec<String>,
+
+    /// Accept only runs of studies this collector signed (links made with the admin
+    /// token); other uploads get 422.
+    #[arg(long, env = "FIRSTTOKEN_SIGNED_STUDIES_ONLY")]
+    pub signed_studies_only: bool,
 
     /// Take the client's address from `X-Forwarded-For` (only behind a proxy that appends
     /// to it; otherwise any client could pick its own). The entry used is the one the
@@ -161,6 +176,11 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_METRICS_TOKEN", hide_env_values = true)]
     pub metrics_token: Option<Secret>,
 
+    /// Summary groups from fewer runs publish nothing but their key (no count, no
+    /// percentile), and the smallest other group is withheld with them; at least 5.
+    #[arg(long, env = "FIRSTTOKEN_MIN_RUNS", default_value_t = DEFAULT_MIN_RUNS)]
+    pub min_runs: usize,
+
     /// Summary groups with fewer answered requests show counts, not percentiles.
     #[arg(long, env = "FIRSTTOKEN_MIN_SAMPLES", default_value_t = DEFAULT_MIN_SAMPLES)]
     pub min_samples: usize,
@@ -242,6 +262,24 @@ impl Config {
                 ));
             }
         }
+        if self.min_runs < DEFAULT_MIN_RUNS {
+            return Err(ConfigError::new(
+                "--min-runs (FIRSTTOKEN_MIN_RUNS)",
+                format!(
+                    "must be at least {DEFAULT_MIN_RUNS}: a smaller group can single out one person's run"
+                ),
+            ));
+        }
+        for prefix in &self.cookie_target_prefixes {
+            let ok = firsttoken_core::schema::origin_of(prefix).is_some()
+                && !prefix.contains(['?', '#', '\\']);
+            if !ok {
+                return Err(ConfigError::new(
+                    "--cookie-target-prefix",
+                    format!("{prefix:?} is not an absolute http:// or https:// URL without ? or #"),
+                ));
+            }
+        }
         for (flag, value) in [
             ("--max-connections", self.max_connections),
             ("--max-in-flight", self.max_in_flight),
@@ -282,6 +320,8 @@ impl Config {
             upload_bytes_per_hour: 64 * 1024 * 1024,
             max_storage_bytes: 10 * 1024 * 1024 * 1024,
             accept_target_origins: Vec::new(),
+            cookie_target_prefixes: Vec::new(),
+            signed_studies_only: false,
             trust_forwarded_for: false,
             proxy_hops: 1,
             header_read_timeout_secs: 10,
@@ -298,6 +338,7 @@ impl Config {
             results_token: None,
             metrics_token: None,
             min_samples: DEFAULT_MIN_SAMPLES,
+            min_runs: DEFAULT_MIN_RUNS,
             summaries_per_minute: 60,
             summary_time_limit_secs: 15,
             log_format: LogFormat::Text,

@@ -48,6 +48,10 @@ pub struct AppState {
     storage: Arc<std::sync::Mutex<Option<(std::time::Instant, u64)>>>,
     /// Failed admin-token attempts per network: a few an hour.
     pub admin_failures: Arc<RateLimiter>,
+    /// Link checks per network ([`routes::studies`]).
+    pub link_checks: Arc<RateLimiter>,
+    /// The key share links are signed with, read from the database at its first use.
+    signing_key: Arc<tokio::sync::OnceCell<[u8; 32]>>,
     /// Requests being handled ([`serve::shed`]).
     pub in_flight: Arc<Semaphore>,
     /// Demo streams open.
@@ -95,6 +99,8 @@ impl AppState {
                 ADMIN_FAILURES_PER_HOUR,
                 std::time::Duration::from_secs(3600),
             )),
+            link_checks: Arc::new(RateLimiter::new(routes::studies::LINK_CHECKS_PER_MINUTE)),
+            signing_key: Arc::default(),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             demo_streams: Arc::new(Semaphore::new(config.demo_max_streams.max(1))),
             summaries: Arc::new(routes::summary::Summaries::new(config.summaries_per_minute)),
@@ -120,6 +126,14 @@ impl AppState {
             );
         }
         Ok(state)
+    }
+
+    /// The key share links are signed with ([`Db::signing_key`]), read once.
+    pub async fn signing_key(&self) -> anyhow::Result<[u8; 32]> {
+        self.signing_key
+            .get_or_try_init(|| self.db.signing_key())
+            .await
+            .copied()
     }
 
     /// The client's address, for budgets only: the peer, or, when the configuration
@@ -218,6 +232,7 @@ pub fn app(state: AppState) -> Router {
     let base = state.config.base_path.clone();
     let routes = Router::new()
         .merge(routes::runs::router())
+        .merge(routes::studies::router())
         .merge(routes::admin::router())
         .merge(routes::ops::router())
         .merge(demo::router(state.config.demo))

@@ -3,19 +3,22 @@
 //! bodies, headers, custom stream formats, hand-made phases).
 
 use firsttoken_core::Dialect;
-use firsttoken_core::check::{self, Line, Verdict};
+use firsttoken_core::check;
 use firsttoken_core::compose::{
     Form, Page, Protocol, headers_text, loopback_fresh_url, results_of,
 };
 use firsttoken_core::presets::{KeyHeader, PRESETS, Preset};
 use firsttoken_core::qr;
 use firsttoken_core::schema::origin_of;
-use firsttoken_core::share::{Study, study_id_from_random};
+use firsttoken_core::share::{self, Study, study_id_from_random};
 use leptos::prelude::*;
 
-use crate::browser;
 use crate::platform::Scope;
 use crate::target_check;
+use crate::{browser, collector};
+
+mod checklist;
+use checklist::{Checked, Checklist, link_check_note};
 
 /// An OpenAI-style streaming request, asking for usage so tokens are counted by the
 /// server rather than guessed from chunks.
@@ -78,6 +81,8 @@ pub fn ComposePage() -> impl IntoView {
     let token = RwSignal::new(String::new());
     let token_is_for_benchmark = RwSignal::new(false);
     let send_cookies = RwSignal::new(false);
+    let admin_token = RwSignal::new(String::new());
+    let signed = RwSignal::new(false);
     let collector_url = RwSignal::new(on_this_page(|page| page.own_collector()));
     let run_tag_header = RwSignal::new(String::new());
     let link = RwSignal::new(None::<String>);
@@ -85,11 +90,38 @@ pub fn ComposePage() -> impl IntoView {
     let json = RwSignal::new(String::new());
     let error = RwSignal::new(None::<String>);
 
+    // With the admin token the server signs the link; without it the link is anyone's,
+    // and one that sends cookies cannot be made.
     let show = move |study: Study| {
         json.set(serde_json::to_string_pretty(&study).unwrap_or_default());
-        link.set(Some(link_to(&study)));
         results.set(on_this_page(|page| results_of(&study, page)));
         error.set(None);
+        link.set(None);
+        let admin = admin_token.get_untracked().trim().to_owned();
+        if admin.is_empty() {
+            if study.plan.targets.iter().any(|t| t.send_cookies) {
+                error.set(Some("A link that sends this browser's cookies must be signed: enter this server's admin token.".into()));
+                return;
+            }
+            signed.set(false);
+            link.set(Some(link_to(&study)));
+            return;
+        }
+        leptos::task::spawn_local(async move {
+            let url = format!("{}{}", browser::app_root(), share::STUDIES_PATH);
+            let body = serde_json::to_string(&study).unwrap_or_default();
+            match collector::sign_study(&Scope::current(), &url, &body, &admin).await {
+                Ok(answer) => {
+                    signed.set(true);
+                    link.set(Some(format!(
+                        "{}/run#{}",
+                        browser::app_root(),
+                        answer.fragment
+                    )));
+                }
+                Err(e) => error.set(Some(format!("The link could not be signed: {e}"))),
+            }
+        });
     };
     let form = move || Form {
         title: title.get_untracked(),
@@ -367,6 +399,11 @@ pub fn ComposePage() -> impl IntoView {
                         )}
                     </label>
                 </Show>
+                <label class="wide">
+                    <span>"Admin token, to sign the link"</span>
+                    <input type="password" autocomplete="off" data-testid="admin-token" bind:value=admin_token />
+                    <small>"This server's --admin-token. A signed link tells beta users it is yours (a link without it says anyone could have made it), and only a signed link sends cookies. The token goes to this server only, never into the link."</small>
+                </label>
                 <details class="wide">
                     <summary>"Where results go, and tagging requests"</summary>
                     <label>
@@ -399,6 +436,11 @@ pub fn ComposePage() -> impl IntoView {
                     <a class="button" target="_blank" rel="noopener" href=move || link.get().unwrap_or_default() data-testid="open-link">"Open"</a>
                 </div>
                 <p class="status">{move || format!("{} characters. The study travels in the part after #, which browsers never send to a server.", link.with(|l| l.as_ref().map_or(0, String::len)))}</p>
+                <p class="status" data-testid="link-signed" data-signed=move || signed.get().to_string()>{move || if signed.get() {
+                    "Signed by this server: the page tells beta users you made this link."
+                } else {
+                    "Not signed: the page tells beta users anyone could have made this link. Enter the admin token above to sign it."
+                }}</p>
                 {move || link.get().map(|l| view! { <LinkQrCode link=l /> })}
                 <p class="notice" role="note" data-testid="link-check">{move || link_check_note(checked.get().as_ref())}</p>
                 <Show when=move || results.with(Option::is_some)>
@@ -450,120 +492,3 @@ fn LinkQrCode(link: String) -> impl IntoView {
 /// of pixels, so a quick-protocol link (about 113 modules with the quiet zone) is drawn
 /// 3 pixels a module, 339 pixels a side; a phone's page narrows it to fit.
 const QR_PX: u32 = 240;
-
-/// The target check's state on the page.
-#[derive(Debug, Clone)]
-enum Checked {
-    Running {
-        url: String,
-    },
-    Done {
-        url: String,
-        lines: Vec<Line>,
-        /// What to change, per stack; empty when nothing needs changing.
-        examples: Vec<(&'static str, String)>,
-    },
-}
-
-/// The check's checklist: a line per thing a run needs, with its verdict, what was seen,
-/// and the headers that fix it; then examples for common stacks.
-#[component]
-fn Checklist(checked: Checked) -> impl IntoView {
-    let (url, lines, examples) = match checked {
-        Checked::Running { url } => {
-            return view! {
-                <section class="checklist wide" data-testid="target-check" data-state="running" aria-live="polite">
-                    <h3>"Checking the target"</h3>
-                    <p class="status">{format!("Sending one request of the study to {url} from this browser, then, for another origin, the same once more after {} s (is the preflight's answer kept?)…", firsttoken_core::check::PREFLIGHT_WAIT_MS / 1000)}</p>
-                </section>
-            }
-            .into_any();
-        }
-        Checked::Done {
-            url,
-            lines,
-            examples,
-        } => (url, lines, examples),
-    };
-    let count = |v: Verdict| lines.iter().filter(|l| l.verdict == v).count();
-    let summary = match (count(Verdict::Fail), count(Verdict::Warn)) {
-        (0, 0) => "Everything runs need is there.".to_owned(),
-        (0, w) => format!(
-            "Runs will work, but {w} line{} will leave numbers out.",
-            plural(w)
-        ),
-        (f, _) => format!(
-            "{f} line{} will make runs fail or mismeasure: fix {} before sharing the link.",
-            plural(f),
-            if f == 1 { "it" } else { "them" }
-        ),
-    };
-    view! {
-        <section class="checklist wide" data-testid="target-check" data-state="done" aria-live="polite">
-            <h3>"Target check"</h3>
-            <p class="status">{format!("One request of the study from this browser to {url}. ")}{summary}</p>
-            <ul>
-                {lines.into_iter().map(|l| {
-                    let verdict = l.verdict.name();
-                    let mark = match l.verdict {
-                        Verdict::Pass => "✓",
-                        Verdict::Warn => "!",
-                        Verdict::Fail => "✗",
-                        Verdict::Skip => "–",
-                    };
-                    view! {
-                        <li class=format!("check-line {verdict}") data-testid=format!("check-{}", l.key) data-verdict=verdict>
-                            <span class="mark" aria-label=verdict>{mark}</span>
-                            <div>
-                                <strong>{l.title}</strong>" "
-                                <span>{l.detail}</span>
-                                {l.fix.map(|fix| view! {
-                                    <div class="fix"><span class="status">"Add:"</span><pre data-testid="check-fix">{fix}</pre></div>
-                                })}
-                            </div>
-                        </li>
-                    }
-                }).collect::<Vec<_>>()}
-            </ul>
-            {(!examples.is_empty()).then(|| view! {
-                <details class="examples" data-testid="check-examples">
-                    <summary>"The same headers for FastAPI / Starlette, Express, nginx and Caddy"</summary>
-                    {examples.into_iter().map(|(stack, code)| view! {
-                        <h4>{stack}</h4>
-                        <pre>{code}</pre>
-                    }).collect::<Vec<_>>()}
-                </details>
-            })}
-        </section>
-    }
-    .into_any()
-}
-
-/// What the link card says of the target check: what runs of this link will lack.
-fn link_check_note(checked: Option<&Checked>) -> String {
-    let Some(Checked::Done { lines, .. }) = checked else {
-        return "Not checked: Check the target (above) sends one request from this browser and says what runs will show.".to_owned();
-    };
-    let titles = |v: Verdict| {
-        lines
-            .iter()
-            .filter(|l| l.verdict == v)
-            .map(|l| l.title.as_str())
-            .collect::<Vec<_>>()
-    };
-    match (titles(Verdict::Fail), titles(Verdict::Warn)) {
-        (fail, _) if !fail.is_empty() => format!(
-            "The check failed on: {}. Runs of this link will fail or mismeasure until that is fixed.",
-            fail.join(", ")
-        ),
-        (_, warn) if !warn.is_empty() => format!(
-            "The check passed with numbers missing ({}): runs will work without them.",
-            warn.join(", ")
-        ),
-        _ => "The check passed: runs will have every number.".to_owned(),
-    }
-}
-
-fn plural(n: usize) -> &'static str {
-    if n == 1 { "" } else { "s" }
-}

@@ -75,6 +75,10 @@ fn percent(rate: f64) -> String {
     format!("{:.1}%", rate * 100.0)
 }
 
+fn count(n: Option<usize>) -> String {
+    n.map_or("–".to_owned(), |n| n.to_string())
+}
+
 #[component]
 pub fn ResultsPage() -> impl IntoView {
     // Opened from a link's "where its results appear" (`/results?study=…`): that link's
@@ -308,10 +312,11 @@ fn SummaryView(summary: Summary) -> impl IntoView {
             view! {
                 <tr data-testid="results-row">
                     {keys}
-                    <td class="wide-only">{g.runs}</td>
-                    <td>{g.samples}</td>
+                    // A withheld group's counts are not published: a dash, its note says why.
+                    <td class="wide-only">{count(g.runs)}</td>
+                    <td>{count(g.samples)}</td>
                     {numbers}
-                    <td title=errors>{percent(g.error_rate)}</td>
+                    <td title=errors>{g.error_rate.map_or("–".to_owned(), percent)}</td>
                 </tr>
             }
         })
@@ -424,7 +429,10 @@ fn CompareVersions() -> impl IntoView {
                 let cell = |g: Option<&Group>| match g.and_then(|g| g.ttft_ms.as_ref()) {
                     Some(p) => interval(&p.p50),
                     None => g
-                        .map_or("no runs".to_owned(), |g| format!("{} requests: too few", g.answered))
+                        .map_or("no runs".to_owned(), |g| match g.answered {
+                            Some(answered) => format!("{answered} requests: too few"),
+                            None => format!("fewer than {} runs: withheld", summary.min_runs),
+                        })
                         .into_any(),
                 };
                 let change = row.change.map_or("—".to_owned(), |c| {

@@ -1,15 +1,14 @@
 //! The page a beta user opens from a share link: what will happen and what is uploaded,
 //! one Start button, the run live, and the results, kept and uploaded if they chose so.
 
-use firsttoken_core::landing::{self, Landing};
+use firsttoken_core::landing::{self, Landing, Provenance};
 use firsttoken_core::progress::Progress;
-use firsttoken_core::share::Study;
+use firsttoken_core::share::{self, Study};
 use firsttoken_core::{NetworkLabel, Plan, Run};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;
 
-use crate::browser;
 use crate::components::axis::phase_title;
 use crate::components::live::{ConcurrencyChart, PhaseDistributions, Timeline, Waterfall};
 use crate::components::report_view::ReportView;
@@ -18,6 +17,7 @@ use crate::components::{SamplesTable, Summary};
 use crate::platform::Scope;
 use crate::session::{Session, Status};
 use crate::uploads::{Entry, State, Uploads};
+use crate::{browser, collector};
 
 #[component]
 pub fn StudyPage() -> impl IntoView {
@@ -37,17 +37,54 @@ pub fn StudyPage() -> impl IntoView {
         );
     }
     on_hash_change.forget();
-    let opened = landing::open(&hash, &crate::browser::page_origin());
-    match opened {
-        Ok(study) => view! { <StudyView study=study /> }.into_any(),
-        Err(error) => view! {
-            <section class="card" data-testid="broken-link" role="alert">
-                <h2>"This link cannot be opened"</h2>
-                <p class="error" data-testid="broken-link-reason">{crate::format::sentence(&error)}</p>
-                <p>"Ask whoever sent it for a new link, and open it whole: some apps cut long links short."</p>
-            </section>
-        }
-        .into_any(),
+    match landing::open(&hash, &browser::page_origin()) {
+        Ok(link) => view! { <CheckedStudy link=link /> }.into_any(),
+        Err(error) => broken_link(error).into_any(),
+    }
+}
+
+fn broken_link(error: String) -> impl IntoView {
+    view! {
+        <section class="card" data-testid="broken-link" role="alert">
+            <h2>"This link cannot be opened"</h2>
+            <p class="error" data-testid="broken-link-reason">{crate::format::sentence(&error)}</p>
+            <p>"Ask whoever sent it for a new link, and open it whole: some apps cut long links short."</p>
+        </section>
+    }
+}
+
+/// Asks the page's own server who made the link, then shows the landing, or says why
+/// this link may not run here (it asks for this browser's cookies and its operator did
+/// not sign it for that). Until the answer comes the landing says it is checking, and
+/// Start waits.
+#[component]
+fn CheckedStudy(link: firsttoken_core::share::Link) -> impl IntoView {
+    let provenance = RwSignal::new(Provenance::Checking);
+    let fragment = link.fragment();
+    spawn_local(async move {
+        let url = format!("{}{}", browser::app_root(), share::CHECK_PATH);
+        let answer = match collector::check_link(&Scope::current(), &url, &fragment).await {
+            Ok(check) => Provenance::of(check),
+            Err(e) => Provenance::unanswered(&e.to_string()),
+        };
+        provenance.set(answer);
+    });
+    let host = web_sys::window()
+        .and_then(|w| w.location().host().ok())
+        .unwrap_or_default();
+    let study = link.study;
+    let refused = {
+        let study = study.clone();
+        Memo::new(move |_| {
+            provenance.with(|p| match p {
+                Provenance::Checking => None,
+                answered => landing::admit(&study, answered, &host).err(),
+            })
+        })
+    };
+    move || match refused.get() {
+        Some(reason) => broken_link(reason).into_any(),
+        None => view! { <StudyView study=study.clone() provenance=provenance /> }.into_any(),
     }
 }
 
@@ -109,7 +146,7 @@ fn download(name: &str, mime: &str, text: &str) {
 }
 
 #[component]
-fn StudyView(study: Study) -> impl IntoView {
+fn StudyView(study: Study, provenance: RwSignal<Provenance>) -> impl IntoView {
     let session = Session::new();
     let network = RwSignal::new(network_hint());
     let consent = RwSignal::new(false);
@@ -123,7 +160,9 @@ fn StudyView(study: Study) -> impl IntoView {
             host: &page_host,
             base_path: &browser::base_path(),
         },
+        &Provenance::Checking,
     );
+    let host_named = StoredValue::new(page_host.clone());
     let collector_url = words.collector_url.clone();
     // Shown in two places that each need their own copy: a stored value is Copy.
     let collector_host = StoredValue::new(words.collector_host.clone());
@@ -157,6 +196,10 @@ fn StudyView(study: Study) -> impl IntoView {
         let (plan, study_id) = (plan.clone(), study.study_id.clone());
         move |ev: leptos::ev::SubmitEvent| {
             ev.prevent_default();
+            // Start waits for the page's server to say who made the link.
+            if provenance.with_untracked(|p| *p == Provenance::Checking) {
+                return;
+            }
             session.start(
                 plan.clone(),
                 study_id.clone(),
@@ -230,6 +273,19 @@ fn StudyView(study: Study) -> impl IntoView {
                 {words.lead_end}
             </p>
             <Show when=idle>
+                <p class=move || provenance.with(|p| match p {
+                        Provenance::Operator { .. } => "notice provenance operator",
+                        _ => "notice provenance",
+                    })
+                    data-testid="provenance"
+                    data-made-by=move || provenance.with(|p| match p {
+                        Provenance::Checking => "checking",
+                        Provenance::Operator { .. } => "operator",
+                        Provenance::Anyone { .. } => "anyone",
+                    })
+                    role="note">
+                    {move || provenance.with(|p| p.words(&host_named.get_value()))}
+                </p>
                 {words.session_notice.clone().map(|notice| view! {
                     <p class="notice" data-testid="session-notice" role="note">{notice}</p>
                 })}
@@ -252,7 +308,12 @@ fn StudyView(study: Study) -> impl IntoView {
                         <input type="checkbox" data-testid="consent" bind:checked=consent />
                         {words.consent.clone()}
                     </label>
-                    <button type="submit" class="primary big" data-testid="start-button">{landing::START}</button>
+                    // Start comes when the page's server has said who made the link.
+                    {move || if provenance.with(|p| *p == Provenance::Checking) {
+                        view! { <button type="button" class="primary big" disabled data-testid="start-waiting">{landing::START}</button> }.into_any()
+                    } else {
+                        view! { <button type="submit" class="primary big" data-testid="start-button">{landing::START}</button> }.into_any()
+                    }}
                 </form>
                 <div class="landing-details">
                     <div>

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use firsttoken_core::landing::Provenance;
 use firsttoken_core::plan::{PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_e2e::TestServer;
@@ -54,7 +55,8 @@ fn study(server: &TestServer) -> Study {
 #[tokio::test]
 async fn the_landing_is_painted_before_the_app_arrives_in_the_apps_words() -> anyhow::Result<()> {
     let server = TestServer::start().await?;
-    let link = server.link(&study(&server));
+    // Signed by the operator: a link that sends cookies runs only so.
+    let link = server.signed_link(&study(&server)).await?;
     for (viewport, name) in [(DESKTOP, "desktop"), (PHONE, "phone")] {
         let browser = Browser::start(viewport).await?;
         let driver = &browser.driver;
@@ -125,7 +127,21 @@ async fn the_landing_is_painted_before_the_app_arrives_in_the_apps_words() -> an
         let landings = driver.find_all(By::Css("section.landing")).await?;
         assert_eq!(landings.len(), 1);
         let app = landings[0].text().await?;
-        assert_eq!(painted, app);
+        // Word for word, but for who made the link: the painter cannot know, and says it
+        // is being checked; the app says what the page's server answered.
+        let host = format!("127.0.0.1:{}", server.address.port());
+        let checking = Provenance::Checking.words(&host);
+        let answered = driver
+            .find(By::Css("[data-testid=provenance]"))
+            .await?
+            .text()
+            .await?;
+        assert!(
+            answered.starts_with(&format!("Made by the operator of {host}")),
+            "{answered}"
+        );
+        assert!(painted.contains(&checking), "{painted}");
+        assert_eq!(painted.replace(&checking, &answered), app);
         // The same network is ticked (the browser's guess, or "Not sure").
         let app_network = driver
             .execute(&format!("return {ticked}"), Vec::new())

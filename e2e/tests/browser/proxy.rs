@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP};
-use firsttoken_e2e::nginx::{BASE, Nginx, NginxConfig};
+use firsttoken_e2e::nginx::{BASE, Nginx, NginxConfig, free_port};
 use thirtyfour::prelude::*;
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -53,6 +53,12 @@ async fn make_link(browser: &Browser, page: &str, cookies: bool) -> anyhow::Resu
             .await?
             .click()
             .await?;
+        // Only a link the operator signs sends cookies.
+        driver
+            .find(By::Css("[data-testid=admin-token]"))
+            .await?
+            .send_keys(firsttoken_e2e::ADMIN_TOKEN)
+            .await?;
     }
     driver
         .find(By::Css("[data-testid=make-link]"))
@@ -65,6 +71,15 @@ async fn make_link(browser: &Browser, page: &str, cookies: bool) -> anyhow::Resu
         .prop("value")
         .await?
         .unwrap_or_default();
+    let signed = driver
+        .find(By::Css("[data-testid=link-signed]"))
+        .await?
+        .attr("data-signed")
+        .await?;
+    assert_eq!(
+        signed.as_deref(),
+        Some(if cookies { "true" } else { "false" })
+    );
     assert!(
         link.starts_with(&format!("{}{BASE}/run#", page_origin(page))),
         "{link}"
@@ -124,12 +139,18 @@ fn median_ttft(record: &serde_json::Value) -> f64 {
 /// uploads. The same study run without the proxy gives the closing note's comparison.
 #[tokio::test]
 async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyhow::Result<()> {
+    // The operator lets signed links send cookies to its app's API behind nginx.
+    let port = free_port()?;
     let server = TestServer::start_with(|c| {
         c.base_path = BASE.into();
         c.trust_forwarded_for = true;
+        c.cookie_target_prefixes = vec![format!("http://127.0.0.1:{port}{BASE}/")];
     })
     .await?;
-    let nginx = Nginx::start(&NginxConfig::plain(server.address))?;
+    let nginx = Nginx::start(&NginxConfig {
+        port: Some(port),
+        ..NginxConfig::plain(server.address)
+    })?;
     let browser = Browser::start(DESKTOP).await?;
 
     // Nothing outside the prefix is firsttoken's (nginx answers 404 itself).
@@ -166,6 +187,25 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
             nginx.port()
         )),
         "{notice}"
+    );
+    let provenance = browser
+        .wait_for_text("[data-testid=provenance]", WAIT, |t| {
+            t.starts_with("Made by")
+        })
+        .await?;
+    assert!(
+        provenance.starts_with(&format!(
+            "Made by the operator of 127.0.0.1:{}",
+            nginx.port()
+        )),
+        "{provenance}"
+    );
+    assert!(
+        notice.contains(&format!(
+            "http://127.0.0.1:{}{BASE}/v1/chat/completions",
+            nginx.port()
+        )),
+        "the full URL the cookies go to: {notice}"
     );
     browser.screenshot("study-session-notice").await?;
     let stored = run_and_upload(&browser, &link).await?;
@@ -224,6 +264,87 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
         "demo TTFT median of {REQUESTS} ({FAST}): through nginx {:.2} ms, direct {:.2} ms",
         median_ttft(&through_proxy),
         median_ttft(direct_record)
+    );
+    browser.quit().await
+}
+
+/// Anyone can make a link; one that asks for the user's cookies on the operator's own
+/// origin (the confused deputy: any path, any body, the session's cookie) is refused
+/// unless the operator signed it, and no request leaves the page. A signed link with one
+/// URL changed loses its signature, and is refused the same way.
+#[tokio::test]
+async fn a_link_the_operator_did_not_sign_never_sends_the_users_cookies() -> anyhow::Result<()> {
+    let port = free_port()?;
+    let server = TestServer::start_with(|c| {
+        c.base_path = BASE.into();
+        c.cookie_target_prefixes = vec![format!("http://127.0.0.1:{port}{BASE}/")];
+    })
+    .await?;
+    let nginx = Nginx::start(&NginxConfig {
+        port: Some(port),
+        ..NginxConfig::plain(server.address)
+    })?;
+    let browser = Browser::start(DESKTOP).await?;
+    // The signed-in user's session on the operator's site.
+    browser
+        .driver
+        .goto(nginx.url(&format!("{BASE}/results")))
+        .await?;
+    browser
+        .driver
+        .execute(
+            "document.cookie = 'session=beta-user-7; path=/';",
+            Vec::new(),
+        )
+        .await?;
+    // A stranger's link: a cookie-protected settings endpoint of the operator's site.
+    let mut target = server.demo_target("tokens=2");
+    target.url = nginx.url(&format!("{BASE}/api/account/email"));
+    target.probe_url = None;
+    target.fresh_url = None;
+    target.send_cookies = true;
+    let study = firsttoken_core::share::Study {
+        title: "Quick latency check".into(),
+        plan: firsttoken_core::plan::Plan::steady(target, 3),
+        collector: Some("http://127.0.0.1:9/api/v1/runs".into()),
+        carries_token: false,
+        study_id: None,
+    };
+    let page = nginx.url(&format!("{BASE}/run#"));
+    let unsigned = format!("{page}{}", study.to_fragment());
+    // The same study under a signature the operator made for another one.
+    let mut signed_other = study.clone();
+    signed_other.plan.targets[0].url = nginx.url(&format!("{BASE}/v1/chat/completions"));
+    let other = server.signed_link(&signed_other).await?;
+    let (_, signature) = other.rsplit_once('.').context("signed")?;
+    let borrowed = format!("{unsigned}.{signature}");
+    for (link, why) in [
+        (&unsigned, "(no signature)"),
+        (&borrowed, "a signature that is not this site's"),
+    ] {
+        browser.driver.goto(link).await?;
+        // A new hash only: the page reloads itself for it.
+        browser.driver.refresh().await?;
+        let reason = browser
+            .wait_for_text("[data-testid=broken-link-reason]", WAIT, |t| !t.is_empty())
+            .await?;
+        assert!(
+            reason.contains("asks to send your cookies") && reason.contains(why),
+            "{reason}"
+        );
+        assert!(
+            browser
+                .driver
+                .find_all(By::Css("[data-testid=start-button]"))
+                .await?
+                .is_empty()
+        );
+    }
+    browser.screenshot("study-unsigned-cookies-refused").await?;
+    let log = std::fs::read_to_string(nginx.access_log())?;
+    assert!(
+        !log.contains("/api/account/email"),
+        "no request reached the settings endpoint: {log}"
     );
     browser.quit().await
 }

@@ -40,6 +40,7 @@ mod folds;
 pub mod partitions;
 mod record;
 mod statements;
+mod studies;
 mod write;
 
 /// What storing a run did.
@@ -335,6 +336,23 @@ impl Db {
                 .transpose()
                 .with_context(|| format!("the stored record of run {run_id}"))
         })
+    }
+
+    /// The key share links are signed with: made at the first call on a new database, the
+    /// same for every instance after.
+    pub async fn signing_key(&self) -> anyhow::Result<[u8; 32]> {
+        studies::signing_key(&self.pool).await
+    }
+
+    /// Records that the operator signed the study `study_id` (now, unless it was signed
+    /// before); when it was first signed, in ms since 1970.
+    pub async fn record_signed_study(&self, study_id: &str, title: &str) -> anyhow::Result<i64> {
+        studies::record_signed(&self.pool, study_id, title).await
+    }
+
+    /// When the study `study_id` was signed, if this collector signed it.
+    pub async fn signed_study(&self, study_id: &str) -> anyhow::Result<Option<i64>> {
+        studies::signed(&self.pool, study_id).await
     }
 
     /// Deletes a run (its record, its cells and its id) when `token` is the one its upload

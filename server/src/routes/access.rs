@@ -1,4 +1,4 @@
-//! Who may read and who may change: the admin token (export, purge) and the results
+//! Who may read and who may change: the admin token (export, purge, signing links) and the results
 //! token (summaries, the Results page). Tokens travel as `Authorization: Bearer …` and are
 //! compared as SHA-256 digests, so neither the time taken nor the answer says anything
 //! about a token's length; a network that keeps guessing wrong is refused for a while
@@ -48,7 +48,7 @@ pub fn require(
             Some(admin) => vec![admin],
             None => {
                 return Err(AppError::Forbidden(
-                    "bulk export and purge are off: start the server with --admin-token (FIRSTTOKEN_ADMIN_TOKEN)".into(),
+                    "the operator's tools (export, purge, signing links) are off: start the server with --admin-token (FIRSTTOKEN_ADMIN_TOKEN)".into(),
                 ));
             }
         },

@@ -5,4 +5,5 @@ pub mod admin;
 pub mod ops;
 pub mod runs;
 pub mod selection;
+pub mod studies;
 pub mod summary;

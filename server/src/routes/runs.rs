@@ -156,6 +156,18 @@ async fn store(
             });
         }
     }
+    if state.config.signed_studies_only {
+        let signed = match &run.study_id {
+            Some(id) => state.db.signed_study(id).await?.is_some(),
+            None => false,
+        };
+        if !signed {
+            return Err(AppError::Invalid {
+                field: Some("study_id".into()),
+                message: "this collector accepts only runs of links its operator signed (--signed-studies-only), and this run's study is not one".into(),
+            });
+        }
+    }
     let samples = run.samples.len() as f64;
     if let (Some(budget), Some(prefix)) = (&state.samples_budget, prefix) {
         let per_hour = state.config.samples_per_hour;

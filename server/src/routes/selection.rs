@@ -15,6 +15,7 @@ pub struct Selection {
     pub filter: Filter,
     pub group_by: Vec<Dimension>,
     pub min_samples: Option<usize>,
+    pub min_runs: Option<usize>,
     pub format: Option<Format>,
 }
 
@@ -47,6 +48,7 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
         filter: Filter::default(),
         group_by: Vec::new(),
         min_samples: None,
+        min_runs: None,
         format: (purpose == Purpose::Export).then_some(Format::Ndjson),
     };
     let mut phase_given = false;
@@ -106,6 +108,19 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
                         .ok_or_else(|| bad(format!("min_samples must be a whole number from 1 to 1000000, got {value:?}")))?,
                 );
             }
+            ("min_runs", Purpose::Summary) => {
+                selection.min_runs = Some(
+                    value
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=1_000_000).contains(n))
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "min_runs must be a whole number from 1 to 1000000, got {value:?}"
+                            ))
+                        })?,
+                );
+            }
             ("format", Purpose::Export) => {
                 selection.format = Some(match value.as_str() {
                     "csv" => Format::Csv,
@@ -120,7 +135,7 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
                 }
                 None => {
                     let own = match purpose {
-                        Purpose::Summary => ", group_by, min_samples",
+                        Purpose::Summary => ", group_by, min_samples, min_runs",
                         Purpose::Export => ", format",
                         Purpose::Purge => "",
                     };
@@ -161,6 +176,14 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
     {
         return Err(bad("from must be before to".into()));
     }
+    if purpose == Purpose::Summary {
+        // Whole hours only: windows a millisecond wide once picked out single runs.
+        selection.filter.from_ms = selection.filter.from_ms.map(|ms| ms - ms % HOUR_MS);
+        selection.filter.to_ms = selection
+            .filter
+            .to_ms
+            .map(|ms| (ms + (HOUR_MS - ms % HOUR_MS) % HOUR_MS).min(LATEST_MS + 1));
+    }
     Ok(selection)
 }
 
@@ -172,6 +195,8 @@ fn dimension_names() -> String {
 /// The latest time a filter may name: the end of year 9999, in Unix milliseconds. Past
 /// it a day's arithmetic overflowed, and a far-future `from` once matched every day.
 const LATEST_MS: i64 = 253_402_300_799_999;
+/// A summary's time window is widened to whole hours (UTC): `from` down, `to` up.
+pub const HOUR_MS: i64 = 3_600_000;
 
 fn time_ms(name: &str, value: &str) -> Result<i64, AppError> {
     if let Ok(ms) = value.parse::<i64>() {

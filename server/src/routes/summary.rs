@@ -144,9 +144,13 @@ async fn summary(
     let min_samples = selection
         .min_samples
         .map_or(floor, |asked| asked.max(floor));
-    params.retain(|(name, _)| name != "min_samples");
+    // A query may raise the runs a group needs, never lower them.
+    let min_runs = selection.min_runs.map_or(state.config.min_runs, |asked| {
+        asked.max(state.config.min_runs)
+    });
+    params.retain(|(name, _)| name != "min_samples" && name != "min_runs");
     params.sort();
-    let key = format!("{params:?} min_samples={min_samples}");
+    let key = format!("{params:?} min_samples={min_samples} min_runs={min_runs}");
     if let Some(body) = state.summaries.cached(&key, Instant::now()) {
         return Ok(json(body));
     }
@@ -182,14 +186,16 @@ async fn summary(
     }
     let limit = Duration::from_secs(state.config.summary_time_limit_secs);
     let computed = tokio::time::timeout(limit, async {
-        let summary = tally(
+        let (from_ms, to_ms) = (selection.filter.from_ms, selection.filter.to_ms);
+        let mut summary = tally(
             &state,
             selection.filter,
             selection.group_by,
-            min_samples,
+            (min_samples, min_runs),
             turn,
         )
         .await?;
+        (summary.from_ms, summary.to_ms) = (from_ms, to_ms);
         Ok::<_, AppError>(Bytes::from(
             serde_json::to_vec(&summary).map_err(anyhow::Error::from)?,
         ))
@@ -220,7 +226,7 @@ async fn tally(
     state: &AppState,
     filter: Filter,
     group_by: Vec<Dimension>,
-    min_samples: usize,
+    (min_samples, min_runs): (usize, usize),
     turn: OwnedSemaphorePermit,
 ) -> Result<Summary, AppError> {
     let (rows, mut batches) = tokio::sync::mpsc::channel::<Vec<Piece>>(BATCHES_WAITING);
@@ -235,7 +241,7 @@ async fn tally(
             // An empty batch is the end of the scan; a closed channel, a scan abandoned.
             while let Some(batch) = batches.blocking_recv() {
                 if batch.is_empty() {
-                    let _ = done.send(accumulator.finish(&dimensions, min_samples));
+                    let _ = done.send(accumulator.finish(&dimensions, min_samples, min_runs));
                     return;
                 }
                 for piece in batch {

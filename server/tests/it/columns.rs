@@ -38,7 +38,16 @@ async fn no_table_holds_a_row_per_sample() {
         tables.sort();
         assert_eq!(
             tables,
-            ["cells", "days", "folds", "run_ids", "runs"],
+            // The signing key and the studies signed hold a row each, never a sample's.
+            [
+                "cells",
+                "days",
+                "folds",
+                "run_ids",
+                "runs",
+                "signed_studies",
+                "signing_key"
+            ],
             "{}",
             t.name
         );

@@ -20,5 +20,7 @@ mod runs;
 mod shutdown;
 mod slow_read;
 mod static_files;
+mod studies;
 mod summary;
 mod upgrade;
+mod withheld;

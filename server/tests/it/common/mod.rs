@@ -174,8 +174,10 @@ pub fn config() -> Config {
     Config {
         max_body_bytes: 1024 * 1024,
         uploads_per_minute: 10_000,
-        // Tests ask for the group sizes they check; the server's floor is a test of its own.
+        // Tests ask for the group sizes they check; the server's floors are tests of
+        // their own (summary.rs, privacy).
         min_samples: 1,
+        min_runs: 1,
         admin_token: Some(firsttoken_server::config::Secret(ADMIN_TOKEN.into())),
         ..Config::defaults()
     }
