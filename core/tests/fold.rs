@@ -141,7 +141,10 @@ fn folds_merged_in_any_split_give_the_folds_of_all_runs() {
         merged.samples = runs.iter().map(|r| r.1.len() as u64).sum();
         let (a, b) = (
             group(merged),
-            by_cells.finish(&[Dimension::Network], 30, 1).groups.remove(0),
+            by_cells
+                .finish(&[Dimension::Network], 30, 1)
+                .groups
+                .remove(0),
         );
         // The means add the same values in another order: equal to rounding.
         let (ta, tb) = (a.ttft_ms.expect("ttft"), b.ttft_ms.expect("ttft"));

@@ -237,6 +237,66 @@ fn rules_beyond_the_schema_are_enforced() {
         check(|r| r.samples[0].scenario = Some("rag".into())).field,
         "samples[0].scenario"
     );
+    // Samples are what the run's own plan makes (here 3 steady requests, one at a time):
+    // no phase, level or target it does not have, and no more of a phase than it makes.
+    let err = check(|r| r.samples[0].concurrency = 500);
+    assert_eq!(err.field, "samples[0].concurrency");
+    assert!(
+        err.message.contains("no steady requests 500 at once"),
+        "{err}"
+    );
+    let err = check(|r| r.samples[1].phase = firsttoken_core::Phase::Cold);
+    assert_eq!(
+        (err.field.as_str(), err.message.as_str()),
+        ("samples[1].phase", "the run's plan has no cold requests")
+    );
+    let err = check(|r| {
+        r.plan.phases[0] = firsttoken_core::plan::PhasePlan::Steady { requests: 2 };
+    });
+    assert_eq!(
+        (err.field.as_str(), err.message.as_str()),
+        (
+            "samples",
+            "the plan makes 2 requests, the run has 3 samples"
+        )
+    );
+    let err = check(|r| {
+        r.plan.phases = vec![
+            firsttoken_core::plan::PhasePlan::Steady { requests: 2 },
+            firsttoken_core::plan::PhasePlan::Warmup { requests: 1 },
+        ];
+    });
+    assert_eq!(
+        (err.field.as_str(), err.message.as_str()),
+        (
+            "samples[2].phase",
+            "the run's plan makes 2 steady requests, and this is one more"
+        )
+    );
+    // A concurrency phase's opening batch is warm-up at its highest level.
+    let mut run: Run = serde_json::from_value(example()).expect("example");
+    run.plan.phases = vec![firsttoken_core::plan::PhasePlan::Concurrency {
+        levels: vec![1, 3],
+        requests_per_level: 3,
+    }];
+    for (i, (phase, k)) in [
+        (firsttoken_core::Phase::Warmup, 3),
+        (firsttoken_core::Phase::Concurrency, 1),
+        (firsttoken_core::Phase::Concurrency, 3),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        run.samples[i].phase = phase;
+        run.samples[i].concurrency = k;
+        run.samples[i].batch = (phase == firsttoken_core::Phase::Concurrency).then_some(0);
+    }
+    assert_eq!(run.validate(), Ok(()));
+    run.samples[1].concurrency = 2;
+    assert_eq!(
+        run.validate().expect_err("level 2").field,
+        "samples[1].concurrency"
+    );
     // Over HTTP/1.1 a browser opens six connections per host: more would queue unseen.
     let err = check(|r| {
         r.plan.phases[0] = firsttoken_core::plan::PhasePlan::Concurrency {

@@ -7,6 +7,7 @@ use std::fmt;
 use super::clean::{EFFECTIVE_TYPES, MAX_DOWNLINK_MBPS, is_protocol};
 use super::ids::check_origin;
 use super::*;
+use crate::plan::PhasePlan;
 
 /// A record that breaks a rule, with the path of the offending field
 /// (`samples[3].ttft_ms`).
@@ -174,6 +175,7 @@ impl Run {
                 ),
             ));
         }
+        self.check_samples_against_plan()?;
         for (i, sample) in self.samples.iter().enumerate() {
             sample.validate(i)?;
             let target = self.targets.get(sample.target as usize).ok_or_else(|| {
@@ -191,6 +193,73 @@ impl Run {
                 .fail(
                     "scenario",
                     format!("target {} has no scenario {scenario:?}", sample.target),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The samples against the run's own recorded plan: only phases the plan has, no more
+    /// of a phase than it makes, each at a concurrency it asks for (1, a level, or the
+    /// opening batch of a concurrency phase, which is recorded as warm-up), and only a
+    /// compare request to a target other than the first. Without this one upload could
+    /// claim levels and phases its plan never had, and the cells of hundreds of kinds of
+    /// request that came with it kept a whole day's summaries from being folded.
+    fn check_samples_against_plan(&self) -> Result<(), ValidationError> {
+        let targets = self.targets.len();
+        let slot = |phase: Phase| Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+        let mut allowed = [0u64; Phase::ALL.len()];
+        let (mut levels, mut openings) = (Vec::new(), vec![1]);
+        for phase in &self.plan.phases {
+            let requests = phase.requests(targets);
+            match phase {
+                PhasePlan::Concurrency { levels: ks, .. } => {
+                    let opening = crate::plan::opening_batch(ks);
+                    allowed[slot(Phase::Warmup)] += u64::from(opening);
+                    allowed[slot(Phase::Concurrency)] += requests - u64::from(opening);
+                    levels.extend_from_slice(ks);
+                    openings.push(opening);
+                }
+                other => allowed[slot(other.phase())] += requests,
+            }
+        }
+        let mut seen = [0u64; Phase::ALL.len()];
+        for (i, sample) in self.samples.iter().enumerate() {
+            let c = Check {
+                path: &SamplePath(i),
+            };
+            let name = sample.phase.name();
+            let at = slot(sample.phase);
+            seen[at] += 1;
+            if seen[at] > allowed[at] {
+                return Err(c.fail(
+                    "phase",
+                    match allowed[at] {
+                        0 => format!("the run's plan has no {name} requests"),
+                        n => format!(
+                            "the run's plan makes {n} {name} requests, and this is one more"
+                        ),
+                    },
+                ));
+            }
+            let planned = match sample.phase {
+                Phase::Concurrency => levels.contains(&sample.concurrency),
+                Phase::Warmup => openings.contains(&sample.concurrency),
+                _ => sample.concurrency == 1,
+            };
+            if !planned {
+                return Err(c.fail(
+                    "concurrency",
+                    format!(
+                        "the run's plan makes no {name} requests {} at once",
+                        sample.concurrency
+                    ),
+                ));
+            }
+            if sample.target != 0 && sample.phase != Phase::Compare {
+                return Err(c.fail(
+                    "target",
+                    format!("only compare requests go to another target; this is {name}"),
                 ));
             }
         }
