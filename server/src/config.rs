@@ -44,6 +44,12 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
     pub max_body_bytes: usize,
 
+    /// Upload bytes being read, parsed and stored at once, counted from each upload's
+    /// declared length (or the largest body, without one) before it is read; past it
+    /// uploads get 503 with Retry-After. At least --max-body-bytes.
+    #[arg(long, env = "FIRSTTOKEN_UPLOAD_BYTES_IN_FLIGHT", default_value_t = 64 * 1024 * 1024)]
+    pub upload_bytes_in_flight: usize,
+
     /// Uploads and deletes one network (an IPv4 address, an IPv6 /64) may make per minute
     /// (held in memory only).
     #[arg(long, env = "FIRSTTOKEN_UPLOADS_PER_MINUTE", default_value_t = 30)]
@@ -262,6 +268,15 @@ impl Config {
                 ));
             }
         }
+        if self.upload_bytes_in_flight < self.max_body_bytes {
+            return Err(ConfigError::new(
+                "--upload-bytes-in-flight (FIRSTTOKEN_UPLOAD_BYTES_IN_FLIGHT)",
+                format!(
+                    "must be at least --max-body-bytes ({}): the largest upload would never get in",
+                    self.max_body_bytes
+                ),
+            ));
+        }
         if self.min_runs < DEFAULT_MIN_RUNS {
             return Err(ConfigError::new(
                 "--min-runs (FIRSTTOKEN_MIN_RUNS)",
@@ -315,6 +330,7 @@ impl Config {
             static_dir: PathBuf::from("dist"),
             base_path: String::new(),
             max_body_bytes: 8 * 1024 * 1024,
+            upload_bytes_in_flight: 64 * 1024 * 1024,
             uploads_per_minute: 30,
             samples_per_hour: 20_000,
             upload_bytes_per_hour: 64 * 1024 * 1024,

@@ -56,6 +56,8 @@ pub struct AppState {
     pub in_flight: Arc<Semaphore>,
     /// Demo streams open.
     pub demo_streams: Arc<Semaphore>,
+    /// Upload bytes in flight, in KiB ([`routes::runs`]).
+    pub upload_kib: Arc<Semaphore>,
     /// Summaries being computed, and answers kept for a moment.
     pub summaries: Arc<routes::summary::Summaries>,
     /// When the database last answered ([`routes::ops::Health`]).
@@ -103,6 +105,12 @@ impl AppState {
             signing_key: Arc::default(),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             demo_streams: Arc::new(Semaphore::new(config.demo_max_streams.max(1))),
+            upload_kib: Arc::new(Semaphore::new(
+                config
+                    .upload_bytes_in_flight
+                    .div_ceil(1024)
+                    .clamp(1, Semaphore::MAX_PERMITS),
+            )),
             summaries: Arc::new(routes::summary::Summaries::new(config.summaries_per_minute)),
             health: Arc::default(),
             stopping: Arc::new(watch::channel(false).0),

@@ -300,6 +300,19 @@ impl Db {
         received_at_ms: i64,
         delete_token_sha256: Option<&str>,
     ) -> anyhow::Result<Stored> {
+        self.store_run(run.clone(), record, received_at_ms, delete_token_sha256)
+            .await
+    }
+
+    /// [`Db::insert_run`], taking the run: an upload's run goes to the writer as it is,
+    /// without a copy.
+    pub async fn store_run(
+        &self,
+        run: Run,
+        record: &str,
+        received_at_ms: i64,
+        delete_token_sha256: Option<&str>,
+    ) -> anyhow::Result<Stored> {
         let (delete_token, delete_token_sha256) = match delete_token_sha256 {
             Some(digest) => (None, digest.to_owned()),
             None => {
@@ -310,12 +323,12 @@ impl Db {
         };
         self.writer
             .store(write::Upload {
-                run: run.clone(),
                 // Compressed, and the cells counted, here on the upload's own task: the
                 // writer (SQLite has one) only writes.
                 record_lz4: record::compress(record),
                 record_sha256: sha256_hex(record.as_bytes()),
-                cells: cells::cells_of_run(run, received_at_ms),
+                cells: cells::cells_of_run(&run, received_at_ms),
+                run,
                 received_at_ms,
                 delete_token_sha256,
                 delete_token,

@@ -122,6 +122,18 @@ async fn store(
     let prefix = client_prefix(state, headers, peer);
     let now = std::time::Instant::now();
     let reserved = crate::body::declared_size(headers).unwrap_or(max_body as u64) as f64;
+    // The upload's share of the bytes in flight, held until it is stored or refused:
+    // what many large uploads at once may take is bounded, and past it they are told
+    // to come back rather than queued.
+    let kib = (reserved as usize).div_ceil(1024).max(1) as u32;
+    let _in_flight = state
+        .upload_kib
+        .clone()
+        .try_acquire_many_owned(kib)
+        .map_err(|_| AppError::Busy {
+            what: "upload bytes in flight (--upload-bytes-in-flight)",
+            retry_after: 2,
+        })?;
     spend(
         state.bytes_budget.as_deref(),
         prefix,
@@ -139,11 +151,12 @@ async fn store(
     if let (Some(budget), Some(prefix)) = (&state.bytes_budget, prefix) {
         budget.give_back(prefix, (reserved - body.len() as f64).max(0.0));
     }
-    let run = parse_run(&body)?;
-    run.validate().map_err(|e| AppError::Invalid {
-        message: e.to_string(),
-        field: Some(e.field),
-    })?;
+    // Parsing, checking and writing the record take real CPU on a large run: on a
+    // thread of the blocking pool, so the runtime's threads go on serving (the demo's
+    // streams among them).
+    let (run, record) = tokio::task::spawn_blocking(move || read_run(&body))
+        .await
+        .map_err(anyhow::Error::from)??;
     for (i, target) in run.targets.iter().enumerate() {
         if !state.config.accepts_target_origin(&target.origin) {
             return Err(AppError::Invalid {
@@ -192,25 +205,27 @@ async fn store(
             budget.give_back(prefix, samples);
         }
     };
-    if let Err(e) = state.check_storage(body.len() as u64).await {
+    if let Err(e) = state.check_storage(record.len() as u64).await {
         give_back_samples();
         return Err(e);
     }
-    // Stored is what the collector itself writes, not the client's bytes: the same run
-    // always gives the same record, whatever whitespace or key order the client used.
-    let record = serde_json::to_string(&run).map_err(anyhow::Error::from)?;
     let url = format!("{}/api/v1/runs/{}", state.config.base_path, run.run_id);
+    let (run_id, stored_samples, demo) = (
+        run.run_id.clone(),
+        run.samples.len(),
+        run.main_target().demo,
+    );
     let (status, delete_token) = match state
         .db
-        .insert_run(&run, &record, now_ms(), token_digest.as_deref())
+        .store_run(run, &record, now_ms(), token_digest.as_deref())
         .await?
     {
         Stored::Created { delete_token } => {
             state.metrics.upload_accepted();
             tracing::info!(
-                run_id = %run.run_id,
-                samples = run.samples.len(),
-                demo = run.main_target().demo,
+                run_id = %run_id,
+                samples = stored_samples,
+                demo,
                 "run stored"
             );
             (StatusCode::CREATED, delete_token)
@@ -223,15 +238,13 @@ async fn store(
         Stored::IdTaken => {
             give_back_samples();
             return Err(AppError::Conflict(format!(
-                "a different run is already stored under run_id {}",
-                run.run_id
+                "a different run is already stored under run_id {run_id}"
             )));
         }
         Stored::Deleted => {
             give_back_samples();
             return Err(AppError::Gone(format!(
-                "run {} was deleted from this collector with its token; it is not stored again",
-                run.run_id
+                "run {run_id} was deleted from this collector with its token; it is not stored again"
             )));
         }
     };
@@ -239,7 +252,7 @@ async fn store(
         status,
         [(header::LOCATION, url.clone())],
         Json(StoredRun {
-            run_id: run.run_id,
+            run_id,
             url,
             delete_token,
         }),
@@ -270,6 +283,19 @@ fn delete_token_digest(headers: &HeaderMap) -> Result<Option<String>, AppError> 
             "{DELETE_TOKEN_SHA256} must be the SHA-256 of the delete token as 64 hex digits"
         )))
     }
+}
+
+/// An upload's run, checked, and the record stored for it: what the collector itself
+/// writes, not the client's bytes, so the same run always gives the same record, whatever
+/// whitespace or key order the client used.
+fn read_run(body: &[u8]) -> Result<(Run, String), AppError> {
+    let run = parse_run(body)?;
+    run.validate().map_err(|e| AppError::Invalid {
+        message: e.to_string(),
+        field: Some(e.field),
+    })?;
+    let record = serde_json::to_string(&run).map_err(anyhow::Error::from)?;
+    Ok((run, record))
 }
 
 /// Parses an upload: not JSON at all is a 400; JSON of the wrong shape is a 422 naming

@@ -12,6 +12,7 @@ mod columns;
 mod demo;
 mod folds;
 mod group_commit;
+mod in_flight;
 mod instances;
 mod limits;
 mod ops;
