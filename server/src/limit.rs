@@ -1,6 +1,8 @@
 //! Per-network limits, held only in memory: a token bucket per network prefix (IPv4 /32,
 //! IPv6 /64, since one IPv6 client is given a whole /64 and could otherwise take a fresh
-//! allowance per address). Addresses are never logged or stored.
+//! allowance per address), and a wider one over each /24 and /48 holding [`ROLL_UP`]
+//! allowances, so a block of addresses does not take a fresh allowance per address
+//! either. Addresses are never logged or stored.
 //!
 //! The map is bounded: full buckets carry no information and are pruned every few
 //! seconds, the map is split in shards so one lock is not every request's queue, and a
@@ -20,6 +22,34 @@ use std::time::{Duration, Instant};
 pub enum Prefix {
     V4([u8; 4]),
     V6([u8; 8]),
+    /// The /24 an IPv4 address is in: the roll-up of its addresses' budgets.
+    V4Block([u8; 3]),
+    /// The /48 an IPv6 /64 is in (one site's allocation).
+    V6Block([u8; 6]),
+}
+
+/// A /24's or a /48's budget, in allowances of one of its networks: a few people behind
+/// neighbouring addresses keep theirs, while a block of addresses (a rented /24, an
+/// IPv6 /48 holding 65,536 /64s) takes this many at most.
+pub const ROLL_UP: f64 = 16.0;
+
+impl Prefix {
+    /// The block this network's budgets roll up into; `None` for a block.
+    pub fn block(self) -> Option<Prefix> {
+        match self {
+            Prefix::V4([a, b, c, _]) => Some(Prefix::V4Block([a, b, c])),
+            Prefix::V6(p) => Some(Prefix::V6Block([p[0], p[1], p[2], p[3], p[4], p[5]])),
+            Prefix::V4Block(_) | Prefix::V6Block(_) => None,
+        }
+    }
+
+    /// How many network allowances this prefix's bucket holds.
+    fn scale(self) -> f64 {
+        match self {
+            Prefix::V4(_) | Prefix::V6(_) => 1.0,
+            Prefix::V4Block(_) | Prefix::V6Block(_) => ROLL_UP,
+        }
+    }
 }
 
 impl From<IpAddr> for Prefix {
@@ -100,40 +130,60 @@ impl RateLimiter {
         self.take(Prefix::from(address), 1.0, Instant::now())
     }
 
-    /// Takes `amount` from `prefix`'s allowance, or says how long until there is that
-    /// much. An amount larger than a full bucket can never be had: it is refused with the
-    /// time to fill the bucket.
+    /// Takes `amount` from `prefix`'s allowance and from its block's ([`Prefix::block`]),
+    /// or says how long until there is that much in both. An amount larger than a full
+    /// bucket can never be had: it is refused with the time to fill the bucket.
     pub fn take(&self, prefix: Prefix, amount: f64, now: Instant) -> Result<(), RetryAfter> {
+        self.take_one(prefix, amount, now)?;
+        if let Some(block) = prefix.block()
+            && let Err(retry) = self.take_one(block, amount, now)
+        {
+            self.give_back_one(prefix, amount);
+            return Err(retry);
+        }
+        Ok(())
+    }
+
+    fn take_one(&self, prefix: Prefix, amount: f64, now: Instant) -> Result<(), RetryAfter> {
         let shard = &self.shards[self.hasher.hash_one(prefix) as usize % SHARDS];
         let Ok(mut shard) = shard.lock() else {
             return Ok(());
         };
         shard.prune(now, self.capacity, self.per_second);
+        let (capacity, per_second) = (
+            self.capacity * prefix.scale(),
+            self.per_second * prefix.scale(),
+        );
         let bucket = shard.buckets.entry(prefix).or_insert(Bucket {
-            tokens: self.capacity,
+            tokens: capacity,
             updated: now,
         });
         let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
-        bucket.tokens = (bucket.tokens + elapsed * self.per_second).min(self.capacity);
+        bucket.tokens = (bucket.tokens + elapsed * per_second).min(capacity);
         bucket.updated = now;
         if bucket.tokens >= amount {
             bucket.tokens -= amount;
             Ok(())
         } else {
-            let missing = amount.min(self.capacity) - bucket.tokens;
-            Err(RetryAfter(
-                (missing / self.per_second).ceil().max(1.0) as u64
-            ))
+            let missing = amount.min(capacity) - bucket.tokens;
+            Err(RetryAfter((missing / per_second).ceil().max(1.0) as u64))
         }
     }
 
     /// Gives back what [`RateLimiter::take`] took for work that did not happen after all.
     pub fn give_back(&self, prefix: Prefix, amount: f64) {
+        self.give_back_one(prefix, amount);
+        if let Some(block) = prefix.block() {
+            self.give_back_one(block, amount);
+        }
+    }
+
+    fn give_back_one(&self, prefix: Prefix, amount: f64) {
         let shard = &self.shards[self.hasher.hash_one(prefix) as usize % SHARDS];
         if let Ok(mut shard) = shard.lock()
             && let Some(bucket) = shard.buckets.get_mut(&prefix)
         {
-            bucket.tokens = (bucket.tokens + amount).min(self.capacity);
+            bucket.tokens = (bucket.tokens + amount).min(self.capacity * prefix.scale());
         }
     }
 
@@ -154,9 +204,12 @@ impl Shard {
     fn prune(&mut self, now: Instant, capacity: f64, per_second: f64) {
         if now.saturating_duration_since(self.pruned) >= PRUNE_EVERY {
             self.pruned = now;
-            self.buckets.retain(|_, b| {
-                b.tokens + now.saturating_duration_since(b.updated).as_secs_f64() * per_second
-                    < capacity
+            self.buckets.retain(|p, b| {
+                b.tokens
+                    + now.saturating_duration_since(b.updated).as_secs_f64()
+                        * per_second
+                        * p.scale()
+                    < capacity * p.scale()
             });
         }
         if self.buckets.len() >= PER_SHARD {
@@ -321,7 +374,44 @@ mod tests {
         for n in 0..1000u32 {
             let _ = limiter.take(Prefix::V4((n + 1_000_000).to_be_bytes()), 1.0, later);
         }
-        assert!(limiter.len() <= 1000, "{} remembered", limiter.len());
+        // The 1,000 addresses (0.15.66.64 to 0.15.70.39) and the five /24s they are in.
+        assert!(limiter.len() <= 1005, "{} remembered", limiter.len());
+    }
+
+    /// The review's finding (M6): budgets were per address only, so a block of addresses
+    /// took a fresh allowance per address. Now a /24 (or /48) holds 16 allowances.
+    #[test]
+    fn a_block_of_addresses_shares_a_rolled_up_allowance() {
+        let limiter = RateLimiter::new(1);
+        let t = Instant::now();
+        for n in 1..=16 {
+            assert_eq!(
+                limiter.take(ip(&format!("203.0.113.{n}")).into(), 1.0, t),
+                Ok(()),
+                "address {n} has its own allowance"
+            );
+        }
+        assert!(
+            limiter.take(ip("203.0.113.17").into(), 1.0, t).is_err(),
+            "the 17th address of the /24 finds the block's allowance spent"
+        );
+        assert_eq!(
+            limiter.take(ip("203.0.114.1").into(), 1.0, t),
+            Ok(()),
+            "the next /24 is another block"
+        );
+        // IPv6: /64s of one /48.
+        for n in 1..=16 {
+            let address = ip(&format!("2001:db8:1:{n:x}::1"));
+            assert_eq!(limiter.take(address.into(), 1.0, t), Ok(()), "/64 {n}");
+        }
+        assert!(limiter.take(ip("2001:db8:1:99::1").into(), 1.0, t).is_err());
+        assert_eq!(limiter.take(ip("2001:db8:2::1").into(), 1.0, t), Ok(()));
+        // A refusal by the block gives the address back what it took.
+        let p = Prefix::from(ip("203.0.113.18"));
+        assert!(limiter.take(p, 1.0, t).is_err());
+        limiter.give_back(Prefix::from(ip("203.0.113.1")), 1.0);
+        assert_eq!(limiter.take(p, 1.0, t), Ok(()), "its own bucket was full");
     }
 
     #[test]
