@@ -85,7 +85,7 @@ pub const COLUMNS: &[Column] = &[
     },
     Column {
         name: "received_at_ms",
-        meaning: "when the collector stored the run (Unix ms); empty in the page's own CSV",
+        meaning: "the hour the collector stored the run in (Unix ms, whole hours); empty in the page's own CSV",
         read: |l| Value::Int(l.received_at_ms),
     },
     Column {

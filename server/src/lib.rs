@@ -284,6 +284,21 @@ pub fn app(state: AppState) -> Router {
         ))
         // Spans name the method and the path: never the client's address or headers.
         .layer(TraceLayer::new_for_http().make_span_with(|request: &axum::http::Request<_>| {
-            tracing::info_span!("request", method = %request.method(), path = %request.uri().path())
+            tracing::info_span!("request", method = %request.method(), path = %loggable_path(request.uri().path()))
         }))
+}
+
+/// A request's path as the log writes it: a run id in it (`/api/v1/runs/…`) is written
+/// `{run_id}`, since with a proxy's access log an id and a time would say whose run it is.
+fn loggable_path(path: &str) -> String {
+    path.split('/')
+        .map(|segment| {
+            if firsttoken_core::schema::is_uuid(segment) {
+                "{run_id}"
+            } else {
+                segment
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("/")
 }

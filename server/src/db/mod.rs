@@ -213,7 +213,9 @@ impl Db {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
+            .foreign_keys(true)
+            // What a delete or a purge removes is overwritten, not left in free pages.
+            .pragma("secure_delete", "on");
         if let Some(dir) = options.get_filename().parent()
             && !dir.as_os_str().is_empty()
         {
