@@ -388,13 +388,35 @@ impl Accumulator {
         self.groups.entry(group).or_default().fold.merge(fold);
     }
 
+    /// Groups begun so far.
+    pub fn groups(&self) -> usize {
+        self.groups.len()
+    }
+
     /// The groups' numbers, sorted by their keys; groups from fewer than `min_runs` runs
     /// withheld, with their complement ([`withhold_complement`]).
     pub fn finish(self, group_by: &[Dimension], min_samples: usize, min_runs: usize) -> Summary {
+        self.finish_unless(group_by, min_samples, min_runs, || false)
+            .unwrap_or_else(|| unreachable!("never stopped"))
+    }
+
+    /// [`Accumulator::finish`], asking `stop` before each group (each one's intervals take
+    /// real CPU on large groups): `None` as soon as it says to stop, so work whose answer
+    /// nobody waits for any more ends with the wait.
+    pub fn finish_unless(
+        self,
+        group_by: &[Dimension],
+        min_samples: usize,
+        min_runs: usize,
+        stop: impl Fn() -> bool,
+    ) -> Option<Summary> {
         let mut groups: Vec<Group> = self
             .groups
             .into_iter()
-            .map(|(values, acc)| {
+            .map_while(|(values, acc)| {
+                if stop() {
+                    return None;
+                }
                 let key = group_by
                     .iter()
                     .zip(values)
@@ -410,19 +432,22 @@ impl Accumulator {
                 runs.sort_by(|a, b| a.0.cmp(&b.0));
                 let mut fold = Fold::of_runs(runs);
                 fold.merge(acc.fold);
-                group(key, &fold, min_samples, min_runs)
+                Some(group(key, &fold, min_samples, min_runs))
             })
             .collect();
+        if stop() {
+            return None;
+        }
         groups.sort_by(|a, b| a.key.cmp(&b.key));
         withhold_complement(&mut groups, min_runs);
-        Summary {
+        Some(Summary {
             group_by: group_by.to_vec(),
             min_samples,
             min_runs,
             from_ms: None,
             to_ms: None,
             groups,
-        }
+        })
     }
 }
 
@@ -721,6 +746,33 @@ mod tests {
         let json = serde_json::to_value(alone).expect("json");
         assert_eq!(json["runs"], serde_json::Value::Null);
         assert_eq!(json["withheld"], true);
+    }
+
+    /// Asked to stop, finishing stops before the next group: a summary past its time
+    /// limit once went on working out every group's intervals for nobody.
+    #[test]
+    fn finishing_stops_when_told_to() {
+        let mut acc = Accumulator::default();
+        for g in 0..50 {
+            for run in 0..10 {
+                acc.add(row(
+                    &format!("g{g}"),
+                    &format!("{g}-{run}"),
+                    None,
+                    Some(300.0),
+                ));
+            }
+        }
+        assert_eq!(acc.groups(), 50);
+        let asked = std::cell::Cell::new(0);
+        let stopped = acc.finish_unless(&[Dimension::Network], 1, 1, || {
+            asked.set(asked.get() + 1);
+            asked.get() > 3
+        });
+        assert_eq!(stopped, None);
+        // Asked before each group (three worked out, the fourth not begun) and once more
+        // before the answer is put together.
+        assert_eq!(asked.get(), 5);
     }
 
     #[test]

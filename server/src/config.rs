@@ -187,6 +187,11 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_MIN_RUNS", default_value_t = DEFAULT_MIN_RUNS)]
     pub min_runs: usize,
 
+    /// The most groups one summary may have; a query that makes more is refused (422),
+    /// naming `group_by`: memory and the answer's size grow with each group.
+    #[arg(long, env = "FIRSTTOKEN_MAX_SUMMARY_GROUPS", default_value_t = 1000)]
+    pub max_summary_groups: usize,
+
     /// Summary groups with fewer answered requests show counts, not percentiles.
     #[arg(long, env = "FIRSTTOKEN_MIN_SAMPLES", default_value_t = DEFAULT_MIN_SAMPLES)]
     pub min_samples: usize,
@@ -303,6 +308,7 @@ impl Config {
                 self.max_connections_per_network,
             ),
             ("--demo-max-streams", self.demo_max_streams),
+            ("--max-summary-groups", self.max_summary_groups),
         ] {
             if value == 0 {
                 return Err(ConfigError::new(flag, "must be at least 1"));
@@ -355,6 +361,7 @@ impl Config {
             metrics_token: None,
             min_samples: DEFAULT_MIN_SAMPLES,
             min_runs: DEFAULT_MIN_RUNS,
+            max_summary_groups: 1000,
             summaries_per_minute: 60,
             summary_time_limit_secs: 15,
             log_format: LogFormat::Text,

@@ -23,6 +23,7 @@
 //! may raise it, never lower it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -230,18 +231,31 @@ async fn tally(
     turn: OwnedSemaphorePermit,
 ) -> Result<Summary, AppError> {
     let (rows, mut batches) = tokio::sync::mpsc::channel::<Vec<Piece>>(BATCHES_WAITING);
-    let (done, summary) = tokio::sync::oneshot::channel();
+    let (done, summary) = tokio::sync::oneshot::channel::<Result<Summary, usize>>();
     let dimensions = group_by.clone();
+    // Set when this future is dropped (its time limit): the thread then stops at its next
+    // batch or group, instead of working out intervals for nobody.
+    let cancelled = CancelOnDrop(Arc::new(AtomicBool::new(false)));
+    let stop = cancelled.0.clone();
+    let most_groups = state.config.max_summary_groups;
     std::thread::Builder::new()
         .name("summary".into())
         .spawn(move || {
             // The turn goes when the thread does.
             let _turn = turn;
+            let stopped = || stop.load(Ordering::Relaxed);
             let mut accumulator = Accumulator::default();
             // An empty batch is the end of the scan; a closed channel, a scan abandoned.
             while let Some(batch) = batches.blocking_recv() {
+                if stopped() {
+                    return;
+                }
                 if batch.is_empty() {
-                    let _ = done.send(accumulator.finish(&dimensions, min_samples, min_runs));
+                    if let Some(summary) =
+                        accumulator.finish_unless(&dimensions, min_samples, min_runs, stopped)
+                    {
+                        let _ = done.send(Ok(summary));
+                    }
                     return;
                 }
                 for piece in batch {
@@ -250,17 +264,45 @@ async fn tally(
                         Piece::Fold(group, fold) => accumulator.add_fold(group, fold),
                     }
                 }
+                if accumulator.groups() > most_groups {
+                    let _ = done.send(Err(accumulator.groups()));
+                    return;
+                }
             }
         })
         .map_err(anyhow::Error::from)?;
-    state
+    let scan = state
         .db
-        .summary_pieces(&filter, &group_by, &rows, BATCH_ROWS)
-        .await?;
+        .summary_pieces(&filter, &group_by, &rows, BATCH_ROWS);
+    // The thread may stop early (too many groups): then the scan's sends fail, and its
+    // answer is what counts.
+    let scanned = scan.await;
     let _ = rows.send(Vec::new()).await;
-    Ok(summary
-        .await
-        .map_err(|_| anyhow::anyhow!("the summary's thread stopped before its answer"))?)
+    match summary.await {
+        Ok(Ok(summary)) => {
+            scanned?;
+            Ok(summary)
+        }
+        Ok(Err(groups)) => Err(AppError::Invalid {
+            field: Some("group_by".into()),
+            message: format!(
+                "this summary has more than {most_groups} groups ({groups} so far): group by fewer dimensions, or filter"
+            ),
+        }),
+        Err(_) => {
+            scanned?;
+            Err(anyhow::anyhow!("the summary's thread stopped before its answer").into())
+        }
+    }
+}
+
+/// Sets its flag when dropped.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 fn json(body: Bytes) -> Response {

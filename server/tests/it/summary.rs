@@ -525,3 +525,36 @@ async fn cold_and_fresh_requests_are_never_pooled_across_their_conditions() {
         t.cleanup().await;
     }
 }
+
+/// Groups per answer are capped (`--max-summary-groups`): memory and the answer's size
+/// grow with each, and uploaders choose how many values a dimension has.
+#[tokio::test]
+async fn a_summary_of_too_many_groups_is_refused_naming_group_by() {
+    let t = common::sqlite().await;
+    let config = firsttoken_server::Config {
+        max_summary_groups: 2,
+        ..common::config()
+    };
+    let app = App::new(common::state_with(&t.db, config));
+    for (n, network) in [
+        NetworkLabel::Fiber,
+        NetworkLabel::Wifi,
+        NetworkLabel::Cellular,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let run = run(n as u64 + 1, network, "v1", false, &[300.0; 4]);
+        assert_eq!(app.post("/api/v1/runs").json(&run).send().await.status, 201);
+    }
+    let refused = app.get("/api/v1/summary?group_by=network").send().await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert_eq!(refused.json()["error"]["field"], "group_by");
+    assert!(
+        refused.text().contains("more than 2 groups"),
+        "{}",
+        refused.text()
+    );
+    let narrowed = summary(&app, "group_by=network&network=wifi").await;
+    assert_eq!(narrowed["groups"].as_array().map(Vec::len), Some(1));
+}
