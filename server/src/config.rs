@@ -139,6 +139,13 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_WRITE_STALL_SECS", default_value_t = 30)]
     pub write_stall_secs: u64,
 
+    /// The longest any response may take to send, from its head being ready; past it
+    /// the connection is closed (a client reading a byte now and then would otherwise
+    /// hold it for ever). At least --demo-max-request-secs; raise it for large exports
+    /// over slow links.
+    #[arg(long, env = "FIRSTTOKEN_RESPONSE_DEADLINE_SECS", default_value_t = 600)]
+    pub response_deadline_secs: u64,
+
     /// Requests being handled at once (not counting streams already answering); more
     /// are answered 503 with `Retry-After` rather than queued.
     #[arg(long, env = "FIRSTTOKEN_MAX_IN_FLIGHT", default_value_t = 256)]
@@ -282,6 +289,15 @@ impl Config {
                 ),
             ));
         }
+        if self.response_deadline_secs < self.demo_max_request_secs {
+            return Err(ConfigError::new(
+                "--response-deadline-secs (FIRSTTOKEN_RESPONSE_DEADLINE_SECS)",
+                format!(
+                    "must be at least --demo-max-request-secs ({}): a demo stream would be cut short",
+                    self.demo_max_request_secs
+                ),
+            ));
+        }
         if self.min_runs < DEFAULT_MIN_RUNS {
             return Err(ConfigError::new(
                 "--min-runs (FIRSTTOKEN_MIN_RUNS)",
@@ -352,6 +368,7 @@ impl Config {
             max_connections_per_network: 128,
             max_in_flight: 256,
             write_stall_secs: 30,
+            response_deadline_secs: 600,
             shutdown_deadline_secs: 10,
             demo: Demo::On,
             demo_max_streams: 64,

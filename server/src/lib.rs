@@ -257,6 +257,10 @@ pub fn app(state: AppState) -> Router {
             state.clone(),
             metrics::record,
         ))
+        .layer(axum::middleware::map_response_with_state(
+            state.clone(),
+            serve::deadline::limit,
+        ))
         .with_state(state);
     // Under a base path everything is there (`--base-path`), and nothing else is ours.
     let routes = if base.is_empty() {

@@ -48,6 +48,7 @@ use crate::error::AppError;
 use crate::limit::ConnectionCounts;
 use crate::{AppState, app};
 
+pub mod deadline;
 mod stall;
 
 /// When TCP keepalive starts probing an idle connection, and how often it probes.

@@ -57,3 +57,62 @@ async fn a_client_that_stops_reading_is_cut_off() {
     assert!(received.len() < size, "{} bytes of {size}", received.len());
     t.cleanup().await;
 }
+
+/// A response that goes on longer than `--response-deadline-secs` is cut there: a client
+/// reading just often enough that no write waits long (a trickle) passes the write-stall
+/// limit, which alone let it hold the connection as long as the response lasted.
+#[tokio::test]
+async fn a_response_past_its_deadline_is_cut_off() {
+    let t = common::sqlite().await;
+    let config = firsttoken_server::Config {
+        write_stall_secs: 30,
+        // Below the demo's own limit, which a server refuses to start with
+        // (Config::check): here the demo stream is the long response to cut.
+        response_deadline_secs: 2,
+        ..common::config()
+    };
+    let address = common::serve(common::state_with(&t.db, config)).await;
+    // A demo stream of 1,000 tokens 5 ms apart: 5 s of answer, written as it comes.
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    let body = r#"{"stream":true}"#;
+    stream
+        .write_all(
+            format!(
+                "POST /v1/chat/completions?first_token_ms=1&itl_ms=5&tokens=1000 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .expect("asked");
+    let start = Instant::now();
+    let mut received = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // Read as it comes (a trickle reader behaves the same to the server: the writes
+    // never wait long, so only the deadline ends it), until the server closes.
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => received.extend_from_slice(&chunk[..n]),
+            Err(_) => panic!("nothing for 10 s"),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "still open after 20 s"
+        );
+    }
+    let elapsed = start.elapsed();
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        !text.contains("[DONE]"),
+        "the stream was cut before its end"
+    );
+    assert!(
+        elapsed >= Duration::from_secs(2) && elapsed < Duration::from_secs(6),
+        "closed after {elapsed:?}"
+    );
+    t.cleanup().await;
+}
