@@ -52,6 +52,9 @@ pub(super) async fn delete_run(pool: &Pool, run_id: &str, token: &str) -> anyhow
     })
 }
 
+/// Runs deleted by one statement of a filtered purge.
+const PURGED_AT_ONCE: usize = 500;
+
 /// Deletes every run with a sample matching `filter` (its record, its cells and its
 /// id); returns how many runs went. A filter of only an end date, demo runs included,
 /// takes every run received before it (with no samples too), and on PostgreSQL drops
@@ -101,31 +104,48 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
         });
     }
     // A sample matches exactly when its cell does (a cell's samples share every
-    // column a filter names), so the runs are chosen by their cells: the cells go
-    // last, as they choose.
+    // column a filter names), so the runs are chosen by their cells, once: every table
+    // then loses exactly those runs. Chosen again by each statement, on PostgreSQL (read
+    // committed) an upload committed between two of them lost its id but kept its
+    // record, or its record but not its cells.
     with_pool!(pool, |pool| {
         let mut tx = pool.begin_write().await?;
-        // The folds of the days of the runs going hold them: they go, the days back
-        // to their cells.
-        let mut days = QueryBuilder::new(format!(
-            "SELECT DISTINCT (received_at_ms / {day}) * {day} FROM cells",
-            day = folds::DAY_MS
-        ));
-        filter.push_where(&mut days);
-        let days: Vec<i64> = days.build_query_scalar().fetch_all(&mut *tx).await?;
-        for mut statement in folds::forget(days) {
-            statement.build().execute(&mut *tx).await?;
-        }
+        let mut choose = QueryBuilder::new("SELECT DISTINCT run_id FROM cells");
+        filter.push_where(&mut choose);
+        let chosen: Vec<String> = choose.build_query_scalar().fetch_all(&mut *tx).await?;
         let mut purged = 0;
-        for table in ["run_ids", "runs", "cells"] {
-            let mut delete = QueryBuilder::new(format!(
-                "DELETE FROM {table} WHERE run_id IN (SELECT run_id FROM cells"
-            ));
-            filter.push_where(&mut delete);
-            delete.push(")");
-            let deleted = delete.build().execute(&mut *tx).await?.rows_affected();
-            if table == "runs" {
-                purged = deleted;
+        for ids in chosen.chunks(PURGED_AT_ONCE) {
+            let of_these = |start: &str| {
+                let mut query = QueryBuilder::new(start);
+                query.push(" WHERE run_id IN (");
+                let mut list = query.separated(", ");
+                for id in ids {
+                    list.push_bind(id.clone());
+                }
+                query.push(")");
+                query
+            };
+            // The folds of the days of the runs going hold them: they go, the days
+            // back to their cells.
+            let days: Vec<i64> = of_these(&format!(
+                "SELECT DISTINCT (received_at_ms / {day}) * {day} FROM runs",
+                day = folds::DAY_MS
+            ))
+            .build_query_scalar()
+            .fetch_all(&mut *tx)
+            .await?;
+            for mut statement in folds::forget(days) {
+                statement.build().execute(&mut *tx).await?;
+            }
+            for table in ["cells", "runs", "run_ids"] {
+                let deleted = of_these(&format!("DELETE FROM {table}"))
+                    .build()
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if table == "runs" {
+                    purged += deleted;
+                }
             }
         }
         tx.commit().await?;

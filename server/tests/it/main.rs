@@ -17,6 +17,7 @@ mod instances;
 mod limits;
 mod ops;
 mod partitions;
+mod purge_race;
 mod runs;
 mod shutdown;
 mod slow_read;
