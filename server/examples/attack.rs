@@ -13,7 +13,10 @@
 //!   the server closes;
 //! - (b) runs 16 worst-case summaries at once, again and again;
 //! - (c) sends 100,000 demo requests, each naming a pool of its own;
-//! - (d) sends 10,000 requests with made-up methods.
+//! - (d) sends 10,000 requests with made-up methods;
+//! - (e)–(i), the second round ([`attacks`]): 256 summary waiters from two networks,
+//!   768 slow readers, 200 deletes under upload load, the upload that once broke
+//!   folding, and 300 distinct large summaries.
 //!
 //! An honest client treats `429` and `503` as the app does: it waits `Retry-After` and
 //! sends the same run again, so "lost" counts runs that were never stored at all. Each
@@ -32,6 +35,7 @@ use firsttoken_core::stats::percentile;
 use firsttoken_server::Db;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
+mod attacks;
 mod support;
 use support::{fill, template, varied};
 
@@ -85,7 +89,7 @@ async fn main() -> anyhow::Result<()> {
         "Δfds"
     );
     let template = template()?;
-    let attacks: [(&str, Attack); 5] = [
+    let attacks: [(&str, Attack); 10] = [
         ("nothing (baseline)", Attack::None),
         ("(a) 1,500 half-open sockets", Attack::HalfOpen),
         ("(b) 16 worst-case summaries at once", Attack::Summaries),
@@ -93,6 +97,17 @@ async fn main() -> anyhow::Result<()> {
         (
             "(d) 10,000 requests with random methods",
             Attack::OddMethods,
+        ),
+        (
+            "(e) 256 summary waiters, two networks",
+            Attack::SummaryWaiters,
+        ),
+        ("(f) 768 slow readers", Attack::SlowReaders),
+        ("(g) 200 deletes under upload load", Attack::Deletes),
+        ("(h) the fold-breaking upload", Attack::FoldBreaker),
+        (
+            "(i) 300 distinct large summaries",
+            Attack::DistinctSummaries,
         ),
     ];
     let mut next_run = 0u64;
@@ -128,6 +143,11 @@ enum Attack {
     Summaries,
     DemoPools,
     OddMethods,
+    SummaryWaiters,
+    SlowReaders,
+    Deletes,
+    FoldBreaker,
+    DistinctSummaries,
 }
 
 /// What the honest clients saw during one attack.
@@ -177,6 +197,12 @@ async fn under(
         Attack::Summaries => summaries(server.address).await,
         Attack::DemoPools => demo_pools(server.address).await,
         Attack::OddMethods => odd_methods(server.address).await,
+        Attack::SummaryWaiters => attacks::summary_waiters(server.address).await,
+        // A record of the stored fill (numbered from 2^40).
+        Attack::SlowReaders => attacks::slow_readers(server.address, run_id(1 << 40)).await,
+        Attack::Deletes => attacks::deletes(server.address, template).await,
+        Attack::FoldBreaker => attacks::fold_breaker(server.address, template).await,
+        Attack::DistinctSummaries => attacks::distinct_summaries(server.address).await,
     };
     stop.store(true, Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();

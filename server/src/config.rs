@@ -78,6 +78,17 @@ pub struct Config {
     )]
     pub accept_target_origins: Vec<String>,
 
+    /// Accept uploads from pages on these origins too (`https://chat.example.com`; repeat
+    /// the flag, or commas in the variable; `*` for any). Without it an upload that says
+    /// where it comes from (`Origin`, as every browser does) is accepted only from this
+    /// server's own host, so another website cannot have its visitors' browsers upload.
+    #[arg(
+        long = "accept-upload-origin",
+        env = "FIRSTTOKEN_ACCEPT_UPLOAD_ORIGIN",
+        value_delimiter = ','
+    )]
+    pub accept_upload_origins: Vec<String>,
+
     /// Let a link the operator signed send the page's cookies to URLs under this prefix
     /// (`https://chat.example.com/api/chat`; repeat the flag, or separate with commas in
     /// the variable). Without it no link sends cookies; an unsigned link never does.
@@ -244,6 +255,34 @@ impl Config {
                 .any(|o| o.trim_end_matches('/').eq_ignore_ascii_case(origin))
     }
 
+    /// Whether an upload from a page on `origin` (its `Origin` header; `None` without
+    /// one: not a browser's cross-site request) may be stored by this server, reached as
+    /// `host` (its `Host` header). A page of this server's own host always may; others
+    /// only when `--accept-upload-origin` names them (or is `*`). Hosts are compared
+    /// without their ports: a proxy's `Host` often drops it.
+    pub fn accepts_upload_from(&self, origin: Option<&str>, host: Option<&str>) -> bool {
+        let Some(origin) = origin else {
+            return true;
+        };
+        let origin = origin.trim_end_matches('/');
+        let name = |authority: &str| {
+            let authority = authority.to_ascii_lowercase();
+            match authority.strip_prefix('[') {
+                Some(v6) => v6.split(']').next().unwrap_or_default().to_owned(),
+                None => authority.split(':').next().unwrap_or_default().to_owned(),
+            }
+        };
+        let own = host.is_some_and(|host| {
+            origin
+                .split_once("://")
+                .is_some_and(|(_, authority)| name(authority) == name(host))
+        });
+        own || self
+            .accept_upload_origins
+            .iter()
+            .any(|o| o == "*" || o.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    }
+
     /// Refuses settings the server cannot run safely with, naming the flag.
     pub fn check(&self) -> Result<(), ConfigError> {
         for (flag, token) in [
@@ -358,6 +397,7 @@ impl Config {
             upload_bytes_per_hour: 64 * 1024 * 1024,
             max_storage_bytes: 10 * 1024 * 1024 * 1024,
             accept_target_origins: Vec::new(),
+            accept_upload_origins: Vec::new(),
             cookie_target_prefixes: Vec::new(),
             signed_studies_only: false,
             trust_forwarded_for: false,

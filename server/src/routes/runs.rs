@@ -112,6 +112,14 @@ async fn store(
     peer: &Peer,
     body: Body,
 ) -> Result<Response, AppError> {
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
+    if !state.config.accepts_upload_from(origin, host) {
+        return Err(AppError::Forbidden(format!(
+            "uploads from pages on {} are not accepted here: this collector takes runs from its own pages (--accept-upload-origin adds others)",
+            origin.unwrap_or_default()
+        )));
+    }
     let max_body = state.config.max_body_bytes;
     // The size, the rate and the byte budget are checked before a byte of the body is
     // read. Without a declared length the largest allowed body is taken from the budget,
@@ -217,7 +225,7 @@ async fn store(
     );
     let (status, delete_token) = match state
         .db
-        .store_run(run, &record, received_hour_ms(), token_digest.as_deref())
+        .store_run(run, &record, now_ms(), token_digest.as_deref())
         .await?
     {
         Stored::Created { delete_token } => {
@@ -384,13 +392,6 @@ async fn ping() -> impl IntoResponse {
         [(header::CACHE_CONTROL, "no-store")],
         Json(serde_json::json!({ "ok": true })),
     )
-}
-
-/// When an upload arrived, to the hour: what the collector keeps and exports. A finer
-/// time could be matched with a proxy's access log, which names the address.
-fn received_hour_ms() -> i64 {
-    let now = now_ms();
-    now - now % 3_600_000
 }
 
 fn now_ms() -> i64 {

@@ -480,3 +480,59 @@ async fn deletes_succeed_while_uploads_are_written() {
         t.cleanup().await;
     }
 }
+
+/// Another website cannot have its visitors' browsers upload (a `text/plain` POST needs
+/// no preflight): an upload whose `Origin` is not this server's own host is refused
+/// unless `--accept-upload-origin` names it. Tools that send no `Origin` still upload.
+#[tokio::test]
+async fn uploads_come_only_from_the_servers_own_pages_unless_configured() {
+    let t = common::sqlite().await;
+    let app = App::new(common::state(&t.db));
+    let upload = |n: u64, origin: Option<&str>| {
+        let mut call = app
+            .post("/api/v1/runs")
+            .header("host", "bench.example.com")
+            .header("content-type", "text/plain")
+            .body(common::run_with(n, |_| {}).to_string());
+        if let Some(origin) = origin {
+            call = call.header("origin", origin);
+        }
+        call.send()
+    };
+    let refused = upload(1, Some("https://evil.example")).await;
+    assert_eq!(refused.status, 403, "{}", refused.text());
+    assert!(
+        refused.text().contains("--accept-upload-origin"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(upload(1, Some("null")).await.status, 403);
+    assert_eq!(
+        upload(1, Some("https://bench.example.com")).await.status,
+        201
+    );
+    // A proxy's Host may drop the port the page's origin has.
+    assert_eq!(
+        upload(2, Some("http://bench.example.com:8080"))
+            .await
+            .status,
+        201
+    );
+    assert_eq!(upload(3, None).await.status, 201);
+
+    let allowing = App::new(common::state_with(
+        &t.db,
+        firsttoken_server::Config {
+            accept_upload_origins: vec!["https://chat.example.com".into()],
+            ..common::config()
+        },
+    ));
+    let from_chat = allowing
+        .post("/api/v1/runs")
+        .header("host", "collect.example.com")
+        .header("origin", "https://chat.example.com")
+        .json(&common::run_with(4, |_| {}))
+        .send()
+        .await;
+    assert_eq!(from_chat.status, 201, "{}", from_chat.text());
+}
