@@ -500,12 +500,15 @@ async fn each_provider_preset_passes_the_check_against_a_server_speaking_it() ->
     browser.quit().await
 }
 
-/// Over a fiber link (10 ms round trip, TLS 1.3, HTTP/1.1): a target whose preflight
+/// Over a 4G link (80 ms round trip, TLS 1.3, HTTP/1.1): a target whose preflight
 /// answer has no `Access-Control-Max-Age` makes the check's request after its wait pay a
 /// new preflight, and the check warns with the header to send; one that keeps it two
 /// hours shows none, which without a round-trip probe (a target on another origin gets
 /// none from the form) is not called a pass. The target's own count of preflights is the
-/// truth.
+/// truth. On fiber (10 ms) this was a knife edge: without a probe the check's bound is
+/// the request's time to its head, server time included, and a loaded machine's 11 ms of
+/// server made a 10 ms preflight fall under ¾ of it; the check then says it cannot tell
+/// (skip), never a pass, but the test failed about one run in two (2026-12-06).
 #[tokio::test]
 async fn a_preflight_answer_without_max_age_is_warned_of_over_a_real_round_trip()
 -> anyhow::Result<()> {
@@ -520,7 +523,7 @@ async fn a_preflight_answer_without_max_age_is_warned_of_over_a_real_round_trip(
             },
         )
         .await?;
-        let link = Link::start(target.address(), Profile::FIBER).await?;
+        let link = Link::start(target.address(), Profile::FOURG).await?;
         let flags = [target.spki_flag(), FieldTarget::resolver_flag("*.test")];
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         let browser = Browser::start_with(DESKTOP, &flags).await?;
