@@ -104,6 +104,23 @@ fn page_origin(url: &str) -> &str {
         .map_or(url, |i| &url[..after_scheme + i])
 }
 
+/// The operator's site: the app under [`BASE`] behind nginx on a port chosen first, so
+/// the server can let signed links send cookies to everything under the prefix there.
+async fn operators_site(trust_forwarded_for: bool) -> anyhow::Result<(TestServer, Nginx)> {
+    let port = free_port()?;
+    let server = TestServer::start_with(|c| {
+        c.base_path = BASE.into();
+        c.trust_forwarded_for = trust_forwarded_for;
+        c.cookie_target_prefixes = vec![format!("http://127.0.0.1:{port}{BASE}/")];
+    })
+    .await?;
+    let nginx = Nginx::start(&NginxConfig {
+        port: Some(port),
+        ..NginxConfig::plain(server.address)
+    })?;
+    Ok((server, nginx))
+}
+
 /// Opens `link`, runs it and waits for the upload; returns the stored-run link.
 async fn run_and_upload(browser: &Browser, link: &str) -> anyhow::Result<String> {
     browser.driver.goto(link).await?;
@@ -139,18 +156,7 @@ fn median_ttft(record: &serde_json::Value) -> f64 {
 /// uploads. The same study run without the proxy gives the closing note's comparison.
 #[tokio::test]
 async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyhow::Result<()> {
-    // The operator lets signed links send cookies to its app's API behind nginx.
-    let port = free_port()?;
-    let server = TestServer::start_with(|c| {
-        c.base_path = BASE.into();
-        c.trust_forwarded_for = true;
-        c.cookie_target_prefixes = vec![format!("http://127.0.0.1:{port}{BASE}/")];
-    })
-    .await?;
-    let nginx = Nginx::start(&NginxConfig {
-        port: Some(port),
-        ..NginxConfig::plain(server.address)
-    })?;
+    let (server, nginx) = operators_site(true).await?;
     let browser = Browser::start(DESKTOP).await?;
 
     // Nothing outside the prefix is firsttoken's (nginx answers 404 itself).
@@ -274,16 +280,7 @@ async fn behind_nginx_under_a_prefix_a_beta_user_measures_and_uploads() -> anyho
 /// URL changed loses its signature, and is refused the same way.
 #[tokio::test]
 async fn a_link_the_operator_did_not_sign_never_sends_the_users_cookies() -> anyhow::Result<()> {
-    let port = free_port()?;
-    let server = TestServer::start_with(|c| {
-        c.base_path = BASE.into();
-        c.cookie_target_prefixes = vec![format!("http://127.0.0.1:{port}{BASE}/")];
-    })
-    .await?;
-    let nginx = Nginx::start(&NginxConfig {
-        port: Some(port),
-        ..NginxConfig::plain(server.address)
-    })?;
+    let (server, nginx) = operators_site(false).await?;
     let browser = Browser::start(DESKTOP).await?;
     // The signed-in user's session on the operator's site.
     browser

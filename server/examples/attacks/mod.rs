@@ -32,6 +32,14 @@ fn client_from(from: IpAddr) -> reqwest::Client {
         .expect("a client")
 }
 
+/// The status a request got; 0 for no answer.
+async fn status_of(request: reqwest::RequestBuilder) -> u16 {
+    match request.send().await {
+        Ok(r) => r.status().as_u16(),
+        Err(_) => 0,
+    }
+}
+
 fn count(statuses: &Mutex<BTreeMap<u16, u64>>, status: u16) {
     if let Ok(mut statuses) = statuses.lock() {
         *statuses.entry(status).or_default() += 1;
@@ -59,14 +67,8 @@ pub async fn summary_waiters(target: SocketAddr) -> String {
                     30 + round * 1000 + i
                 );
                 tokio::spawn(async move {
-                    let status = match http
-                        .get(format!("http://{target}/api/v1/summary?{query}"))
-                        .send()
-                        .await
-                    {
-                        Ok(r) => r.status().as_u16(),
-                        Err(_) => 0,
-                    };
+                    let status = status_of(http
+                        .get(format!("http://{target}/api/v1/summary?{query}"))).await;
                     count(&statuses, status);
                 })
             })
@@ -145,15 +147,11 @@ pub async fn deletes(target: SocketAddr, template: &Run) -> String {
                     let Some((id, token)) = tokens.lock().ok().and_then(|mut t| t.pop()) else {
                         return;
                     };
-                    let status = match http
-                        .delete(format!("http://{target}/api/v1/runs/{id}"))
-                        .bearer_auth(token)
-                        .send()
-                        .await
-                    {
-                        Ok(r) => r.status().as_u16(),
-                        Err(_) => 0,
-                    };
+                    let status = status_of(
+                        http.delete(format!("http://{target}/api/v1/runs/{id}"))
+                            .bearer_auth(token),
+                    )
+                    .await;
                     count(&statuses, status);
                 }
             })
@@ -228,14 +226,7 @@ pub async fn distinct_summaries(target: SocketAddr) -> String {
             "group_by=network,browser,target_version,phase&phase=any&include_demo=true&min_samples={}",
             30 + i
         );
-        let status = match http
-            .get(format!("http://{target}/api/v1/summary?{query}"))
-            .send()
-            .await
-        {
-            Ok(r) => r.status().as_u16(),
-            Err(_) => 0,
-        };
+        let status = status_of(http.get(format!("http://{target}/api/v1/summary?{query}"))).await;
         count(&statuses, status);
     }
     format!("summary answers by status: {:?}", counted(&statuses))
