@@ -126,6 +126,7 @@ impl AppState {
         let db = Db::connect(config.database_url.expose()).await?;
         // Closed days folded for summaries, now and every few minutes (db/folds.rs).
         db.start_folding(std::time::Duration::from_secs(300));
+        db.start_forgetting_sources();
         let state = Self::new(db, config);
         if state.static_dir.is_none() {
             tracing::warn!(

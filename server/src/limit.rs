@@ -43,6 +43,17 @@ impl Prefix {
         }
     }
 
+    /// The prefix's address bytes (4 of an IPv4 address, 8 of a /64, 3 of a /24, 6 of
+    /// a /48).
+    pub fn octets(&self) -> &[u8] {
+        match self {
+            Prefix::V4(o) => o,
+            Prefix::V6(o) => o,
+            Prefix::V4Block(o) => o,
+            Prefix::V6Block(o) => o,
+        }
+    }
+
     /// How many network allowances this prefix's bucket holds.
     fn scale(self) -> f64 {
         match self {

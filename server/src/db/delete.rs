@@ -7,7 +7,8 @@
 use sqlx::QueryBuilder;
 
 use super::{
-    BeginWrite, Deleted, DemoSamples, Filter, Pool, constant_time_eq, folds, partitions, sha256_hex,
+    BeginWrite, Deleted, DemoSamples, Filter, Pool, constant_time_eq, filter, folds, partitions,
+    sha256_hex,
 };
 
 /// Deletes a run (its record and its cells; its id stays as a tombstone, so the same
@@ -31,7 +32,7 @@ pub(super) async fn delete_run(pool: &Pool, run_id: &str, token: &str) -> anyhow
                 for mut statement in folds::forget(vec![received_at_ms]) {
                     statement.build().execute(&mut *tx).await?;
                 }
-                for table in ["cells", "runs"] {
+                for table in ["cells", "runs", "run_sources"] {
                     let mut delete =
                         QueryBuilder::new(format!("DELETE FROM {table} WHERE run_id = "));
                     delete.push_bind(run_id.to_owned());
@@ -63,6 +64,7 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
     // Every run before a date: on PostgreSQL the months wholly before it go as
     // tables first; the rest, row by row.
     if let Some(to) = filter.to_ms
+        && filter.source_tags.is_none()
         && filter.equals.is_empty()
         && filter.from_ms.is_none()
         && filter.demo == DemoSamples::Include
@@ -90,7 +92,7 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
                 QueryBuilder::new("UPDATE days SET changes = changes + 1 WHERE day_ms = ");
             touch.push_bind(folds::day_of(to - 1));
             touch.build().execute(&mut *tx).await?;
-            for table in ["cells", "runs", "run_ids"] {
+            for table in ["cells", "runs", "run_ids", "run_sources"] {
                 let mut delete =
                     QueryBuilder::new(format!("DELETE FROM {table} WHERE received_at_ms < "));
                 delete.push_bind(to);
@@ -110,8 +112,20 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
     // record, or its record but not its cells.
     with_pool!(pool, |pool| {
         let mut tx = pool.begin_write().await?;
-        let mut choose = QueryBuilder::new("SELECT DISTINCT run_id FROM cells");
-        filter.push_where(&mut choose);
+        let mut choose = match &filter.source_tags {
+            // One source's runs, every one (those without samples too), unless the
+            // filter narrows them by their samples.
+            Some(tags) if !filter.narrows_samples() => {
+                let mut choose = QueryBuilder::new("SELECT run_id FROM run_sources");
+                filter::push_tags(&mut choose, " WHERE ", tags);
+                choose
+            }
+            _ => {
+                let mut choose = QueryBuilder::new("SELECT DISTINCT run_id FROM cells");
+                filter.push_where(&mut choose);
+                choose
+            }
+        };
         let chosen: Vec<String> = choose.build_query_scalar().fetch_all(&mut *tx).await?;
         let mut purged = 0;
         for ids in chosen.chunks(PURGED_AT_ONCE) {
@@ -137,7 +151,7 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
             for mut statement in folds::forget(days) {
                 statement.build().execute(&mut *tx).await?;
             }
-            for table in ["cells", "runs", "run_ids"] {
+            for table in ["cells", "runs", "run_ids", "run_sources"] {
                 let deleted = of_these(&format!("DELETE FROM {table}"))
                     .build()
                     .execute(&mut *tx)

@@ -87,6 +87,9 @@ pub struct Filter {
     /// Samples from the demo target (left out unless asked for: simulated numbers must
     /// never mix with real ones).
     pub demo: DemoSamples,
+    /// Runs from one source: their tags under the keys still kept (`sources.rs`; a
+    /// purge's filter only).
+    pub source_tags: Option<Vec<String>>,
 }
 
 /// What to do with samples from the built-in demo target.
@@ -101,6 +104,11 @@ pub enum DemoSamples {
 impl Filter {
     /// Whether the filter narrows anything beyond leaving demo samples out.
     pub fn is_narrow(&self) -> bool {
+        self.narrows_samples() || self.source_tags.is_some()
+    }
+
+    /// Whether the filter narrows runs by their samples (beyond leaving demo samples out).
+    pub fn narrows_samples(&self) -> bool {
         !self.equals.is_empty()
             || self.from_ms.is_some()
             || self.to_ms.is_some()
@@ -200,7 +208,31 @@ impl Filter {
         if let Some(to) = self.to_ms.filter(|_| dates) {
             clause.next().push("received_at_ms < ").push_bind(to);
         }
+        if let Some(tags) = &self.source_tags {
+            let q = clause.next();
+            q.push("run_id IN (SELECT run_id FROM run_sources");
+            push_tags(q, " WHERE ", tags);
+            q.push(")");
+        }
     }
+}
+
+/// Appends `{before}tag IN (…)` for `tags` (`FALSE` for none).
+pub fn push_tags<'a, DB: Database>(query: &mut QueryBuilder<'a, DB>, before: &str, tags: &[String])
+where
+    String: 'a + Encode<'a, DB> + Type<DB>,
+{
+    query.push(before);
+    if tags.is_empty() {
+        query.push("FALSE");
+        return;
+    }
+    query.push("tag IN (");
+    let mut list = query.separated(", ");
+    for tag in tags {
+        list.push_bind(tag.clone());
+    }
+    query.push(")");
 }
 
 /// Writes ` WHERE ` before the first condition and ` AND ` before the others.

@@ -39,6 +39,7 @@ mod export;
 mod folds;
 pub mod partitions;
 mod record;
+pub mod sources;
 mod statements;
 mod studies;
 mod write;
@@ -71,7 +72,12 @@ pub enum Deleted {
 pub struct Db {
     pool: Pool,
     writer: write::Writer,
+    /// Today's source key ([`sources`]), once read.
+    source_key: std::sync::Arc<std::sync::Mutex<Option<DayKey>>>,
 }
+
+/// A day's source key: (the day, the key).
+type DayKey = (i64, [u8; 32]);
 
 /// The connections to whichever database the collector uses.
 #[derive(Debug, Clone)]
@@ -132,7 +138,11 @@ impl Db {
                 }
             });
         }
-        Self { pool, writer }
+        Self {
+            pool,
+            writer,
+            source_key: Default::default(),
+        }
     }
 
     /// On PostgreSQL, makes the monthly partitions of runs and cells for `now_ms`'s month and
@@ -302,8 +312,14 @@ impl Db {
         received_at_ms: i64,
         delete_token_sha256: Option<&str>,
     ) -> anyhow::Result<Stored> {
-        self.store_run(run.clone(), record, received_at_ms, delete_token_sha256)
-            .await
+        self.store_run(
+            run.clone(),
+            record,
+            received_at_ms,
+            delete_token_sha256,
+            None,
+        )
+        .await
     }
 
     /// [`Db::insert_run`], taking the run: an upload's run goes to the writer as it is,
@@ -314,6 +330,7 @@ impl Db {
         record: &str,
         received_at_ms: i64,
         delete_token_sha256: Option<&str>,
+        source_tag: Option<String>,
     ) -> anyhow::Result<Stored> {
         let (delete_token, delete_token_sha256) = match delete_token_sha256 {
             Some(digest) => (None, digest.to_owned()),
@@ -334,6 +351,7 @@ impl Db {
                 received_at_ms,
                 delete_token_sha256,
                 delete_token,
+                source_tag,
             })
             .await
     }
@@ -351,23 +369,6 @@ impl Db {
                 .transpose()
                 .with_context(|| format!("the stored record of run {run_id}"))
         })
-    }
-
-    /// The key share links are signed with: made at the first call on a new database, the
-    /// same for every instance after.
-    pub async fn signing_key(&self) -> anyhow::Result<[u8; 32]> {
-        studies::signing_key(&self.pool).await
-    }
-
-    /// Records that the operator signed the study `study_id` (now, unless it was signed
-    /// before); when it was first signed, in ms since 1970.
-    pub async fn record_signed_study(&self, study_id: &str, title: &str) -> anyhow::Result<i64> {
-        studies::record_signed(&self.pool, study_id, title).await
-    }
-
-    /// When the study `study_id` was signed, if this collector signed it.
-    pub async fn signed_study(&self, study_id: &str) -> anyhow::Result<Option<i64>> {
-        studies::signed(&self.pool, study_id).await
     }
 
     /// Deletes a run (its record, its cells and its id) when `token` is the one its upload
@@ -442,15 +443,18 @@ impl Db {
                     Err(e) => tracing::error!(error = format!("{e:#}"), "cannot fold days"),
                 }
                 tokio::time::sleep(every).await;
-                let closed = match &db.pool {
-                    Pool::Sqlite(p) => p.is_closed(),
-                    Pool::Postgres(p) => p.is_closed(),
-                };
-                if closed {
+                if db.is_closed() {
                     return;
                 }
             }
         });
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        match &self.pool {
+            Pool::Sqlite(p) => p.is_closed(),
+            Pool::Postgres(p) => p.is_closed(),
+        }
     }
 
     pub async fn run_ids(&self) -> anyhow::Result<Vec<String>> {
@@ -584,7 +588,7 @@ pub fn redact(url: &str) -> String {
 }
 
 /// Unix milliseconds now.
-fn now_ms() -> i64 {
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)

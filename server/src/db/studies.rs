@@ -3,7 +3,7 @@
 
 use sqlx::QueryBuilder;
 
-use super::Pool;
+use super::{Db, Pool};
 
 /// The signing key: made (32 random bytes) by whichever instance asks first, then read
 /// by all.
@@ -55,4 +55,23 @@ pub(super) async fn signed(pool: &Pool, study_id: &str) -> anyhow::Result<Option
         let row: Option<(i64,)> = select.build_query_as().fetch_optional(pool).await?;
         Ok(row.map(|(at,)| at))
     })
+}
+
+impl Db {
+    /// The key share links are signed with: made at the first call on a new database, the
+    /// same for every instance after.
+    pub async fn signing_key(&self) -> anyhow::Result<[u8; 32]> {
+        signing_key(&self.pool).await
+    }
+
+    /// Records that the operator signed the study `study_id` (now, unless it was signed
+    /// before); when it was first signed, in ms since 1970.
+    pub async fn record_signed_study(&self, study_id: &str, title: &str) -> anyhow::Result<i64> {
+        record_signed(&self.pool, study_id, title).await
+    }
+
+    /// When the study `study_id` was signed, if this collector signed it.
+    pub async fn signed_study(&self, study_id: &str) -> anyhow::Result<Option<i64>> {
+        signed(&self.pool, study_id).await
+    }
 }

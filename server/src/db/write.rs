@@ -58,6 +58,8 @@ pub(super) struct Upload {
     pub delete_token_sha256: String,
     /// The delete token the collector made, when it made one (the answer carries it).
     pub delete_token: Option<String>,
+    /// The tag of the network it came from ([`super::sources`]), when known.
+    pub source_tag: Option<String>,
 }
 
 struct Job {
@@ -286,6 +288,27 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
                 .execute(&mut *tx)
                 .await
                 .context("inserting runs")?;
+        }
+        // Where each new run came from, for a purge by source (kept two days).
+        let tagged: Vec<(&str, &str, i64)> = new
+            .iter()
+            .filter_map(|u| {
+                let tag = u.source_tag.as_deref()?;
+                Some((u.run.run_id.as_str(), tag, u.received_at_ms))
+            })
+            .collect();
+        if !tagged.is_empty() {
+            let mut insert =
+                QueryBuilder::new("INSERT INTO run_sources (run_id, tag, received_at_ms) ");
+            insert.push_values(&tagged, |mut row, (id, tag, at)| {
+                row.push_bind(*id).push_bind(*tag).push_bind(*at);
+            });
+            insert
+                .build()
+                .persistent(false)
+                .execute(&mut *tx)
+                .await
+                .context("recording where runs came from")?;
         }
         // Each new run's cells, for summaries and exports: in this transaction, so they
         // never disagree with the run.

@@ -1,6 +1,7 @@
 //! The operator's bulk tools, behind the admin token: `GET /api/v1/export` (every matching
-//! sample as CSV or NDJSON, streamed as the database yields it) and
-//! `POST /api/v1/admin/purge`.
+//! sample as CSV or NDJSON, streamed as the database yields it), `POST
+//! /api/v1/admin/purge` (by a filter, or by source) and `GET /api/v1/admin/sources` (the
+//! sources with the most runs in the last two days, by tag: `db/sources.rs`).
 
 use std::convert::Infallible;
 
@@ -14,7 +15,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::access::{self, Access, Peer};
-use super::selection::{self, Format, Purpose};
+use super::selection::{self, Format, Purpose, Source};
 use firsttoken_core::export;
 
 use crate::AppState;
@@ -25,6 +26,26 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/v1/export", get(export))
         .route("/api/v1/admin/purge", post(purge))
+        .route("/api/v1/admin/sources", get(sources))
+}
+
+/// Sources listed at most.
+const SOURCES_LISTED: i64 = 100;
+
+async fn sources(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    peer: Peer,
+) -> Result<Json<serde_json::Value>, AppError> {
+    access::require(&state, &headers, &peer, Access::Admin)?;
+    let busiest = state
+        .db
+        .busiest_sources(crate::db::now_ms(), SOURCES_LISTED)
+        .await?;
+    Ok(Json(serde_json::json!({
+        "kept_hours": crate::db::sources::KEPT_MS / 3_600_000,
+        "sources": busiest,
+    })))
 }
 
 async fn export(
@@ -86,10 +107,17 @@ async fn purge(
     Query(params): Query<Vec<(String, String)>>,
 ) -> Result<Json<serde_json::Value>, AppError> {
     access::require(&state, &headers, &peer, Access::Admin)?;
-    let selection = selection::parse(&params, Purpose::Purge)?;
+    let mut selection = selection::parse(&params, Purpose::Purge)?;
+    selection.filter.source_tags = match selection.source.take() {
+        Some(Source::Block(block)) => {
+            Some(state.db.source_tags(&block, crate::db::now_ms()).await?)
+        }
+        Some(Source::Tag(tag)) => Some(vec![tag]),
+        None => None,
+    };
     if !selection.filter.is_narrow() {
         return Err(AppError::BadRequest(
-            "a purge needs at least one condition (from, to, a dimension, or include_demo=only)"
+            "a purge needs at least one condition (from, to, a dimension, source, source_tag or include_demo=only)"
                 .into(),
         ));
     }

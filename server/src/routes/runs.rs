@@ -18,7 +18,7 @@ use firsttoken_core::schema::is_uuid;
 use serde::Serialize;
 
 use crate::AppState;
-use crate::db::{Deleted, Stored};
+use crate::db::{Deleted, Stored, now_ms};
 use crate::error::AppError;
 use crate::limit::{Prefix, RateLimiter};
 
@@ -223,9 +223,22 @@ async fn store(
         run.samples.len(),
         run.main_target().demo,
     );
+    // Where it came from, as a tag kept two days (db/sources.rs): an operator can purge
+    // one source's runs, and no address is kept.
+    let received_at = now_ms();
+    let source_tag = match prefix.and_then(Prefix::block) {
+        Some(block) => Some(state.db.source_tag(block.octets(), received_at).await?),
+        None => None,
+    };
     let (status, delete_token) = match state
         .db
-        .store_run(run, &record, now_ms(), token_digest.as_deref())
+        .store_run(
+            run,
+            &record,
+            received_at,
+            token_digest.as_deref(),
+            source_tag,
+        )
         .await?
     {
         Stored::Created { delete_token } => {
@@ -392,10 +405,4 @@ async fn ping() -> impl IntoResponse {
         [(header::CACHE_CONTROL, "no-store")],
         Json(serde_json::json!({ "ok": true })),
     )
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }

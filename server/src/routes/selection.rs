@@ -17,6 +17,17 @@ pub struct Selection {
     pub min_samples: Option<usize>,
     pub min_runs: Option<usize>,
     pub format: Option<Format>,
+    /// A purge's source (`source=` or `source_tag=`).
+    pub source: Option<Source>,
+}
+
+/// Whose runs a purge takes: a network's (found by its tags under the keys still kept)
+/// or a tag's from `GET /api/v1/admin/sources`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A /24's or /48's address bytes.
+    Block(Vec<u8>),
+    Tag(String),
 }
 
 /// An export's format.
@@ -50,6 +61,7 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
         min_samples: None,
         min_runs: None,
         format: (purpose == Purpose::Export).then_some(Format::Ndjson),
+        source: None,
     };
     let mut phase_given = false;
     for (name, value) in params {
@@ -128,6 +140,20 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
                     _ => return Err(bad(format!("format must be csv or ndjson, got {value:?}"))),
                 });
             }
+            ("source" | "source_tag", Purpose::Purge) => {
+                if selection.source.is_some() {
+                    return Err(bad("give source or source_tag, not both".into()));
+                }
+                selection.source = Some(if name == "source" {
+                    Source::Block(source_block(value)?)
+                } else if crate::db::sources::is_tag(value) {
+                    Source::Tag(value.clone())
+                } else {
+                    return Err(bad(format!(
+                        "source_tag must be 16 lowercase hex digits (a tag from GET /api/v1/admin/sources), got {value:?}"
+                    )));
+                });
+            }
             (other, _) => match Dimension::from_name(other) {
                 Some(dimension) => {
                     let value = Value::parse(dimension, value).map_err(|e| bad(e.to_string()))?;
@@ -137,7 +163,7 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
                     let own = match purpose {
                         Purpose::Summary => ", group_by, min_samples, min_runs",
                         Purpose::Export => ", format",
-                        Purpose::Purge => "",
+                        Purpose::Purge => ", source, source_tag",
                     };
                     return Err(bad(format!(
                         "unknown query parameter {other:?}; known: {}, {}{own}",
@@ -185,6 +211,33 @@ pub fn parse(params: &[(String, String)], purpose: Purpose) -> Result<Selection,
             .map(|ms| (ms + (HOUR_MS - ms % HOUR_MS) % HOUR_MS).min(LATEST_MS + 1));
     }
     Ok(selection)
+}
+
+/// The block a purge's `source` names: an address, or a network written as a /24
+/// (IPv4) or /48 (IPv6).
+fn source_block(value: &str) -> Result<Vec<u8>, AppError> {
+    let bad = |why: &str| {
+        AppError::BadRequest(format!(
+            "source must be an address or a /24 (IPv4) or /48 (IPv6) network, got {value:?}: {why}"
+        ))
+    };
+    let (address, bits) = match value.split_once('/') {
+        Some((address, bits)) => (address, Some(bits)),
+        None => (value, None),
+    };
+    let address: std::net::IpAddr = address.parse().map_err(|_| bad("not an address"))?;
+    let prefix = crate::limit::Prefix::from(address);
+    let whole = match prefix {
+        crate::limit::Prefix::V4(_) => "24",
+        _ => "48",
+    };
+    if bits.is_some_and(|bits| bits != whole) {
+        return Err(bad(&format!(
+            "runs are told apart by /24 and /48 only, so this network would be /{whole}"
+        )));
+    }
+    let block = prefix.block().ok_or_else(|| bad("not an address"))?;
+    Ok(block.octets().to_vec())
 }
 
 fn dimension_names() -> String {

@@ -183,6 +183,8 @@ async fn only_the_operators_targets_are_accepted_when_named() {
 async fn a_purge_frees_the_storage_budget_on_sqlite() {
     let t = common::sqlite().await;
     let app = App::new(common::state(&t.db));
+    // What the empty schema takes (its tables' and indexes' first pages) stays.
+    let empty = t.db.storage_bytes().await.expect("size");
     for n in 0..40 {
         assert_eq!(upload(&app, n, "192.0.2.1").await.0, 201);
     }
@@ -195,8 +197,8 @@ async fn a_purge_frees_the_storage_budget_on_sqlite() {
     assert_eq!(purged.status, 200, "{}", purged.text());
     let after = t.db.storage_bytes().await.expect("size");
     assert!(
-        after < used / 2,
-        "{after} bytes counted after purging every run, {used} before"
+        after - empty < (used - empty) / 2,
+        "{after} bytes counted after purging every run, {used} before, {empty} empty"
     );
     // A store whose limit the junk had reached takes uploads again.
     let full_before = Config {

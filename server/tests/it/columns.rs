@@ -38,15 +38,18 @@ async fn no_table_holds_a_row_per_sample() {
         tables.sort();
         assert_eq!(
             tables,
-            // The signing key and the studies signed hold a row each, never a sample's.
+            // The signing key and the studies signed hold a row each, the source keys a
+            // row a day and the run sources a row a run: never one a sample.
             [
                 "cells",
                 "days",
                 "folds",
                 "run_ids",
+                "run_sources",
                 "runs",
                 "signed_studies",
-                "signing_key"
+                "signing_key",
+                "source_keys"
             ],
             "{}",
             t.name

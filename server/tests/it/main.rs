@@ -21,6 +21,7 @@ mod purge_race;
 mod runs;
 mod shutdown;
 mod slow_read;
+mod sources;
 mod static_files;
 mod studies;
 mod summary;

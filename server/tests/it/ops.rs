@@ -112,7 +112,7 @@ async fn every_documented_operation_exists() {
             }
         }
     }
-    assert_eq!(operations, 14);
+    assert_eq!(operations, 15);
     // The schema the document refers to is served too.
     let schema = app.get("/api/v1/schema/run.v1.json").send().await.json();
     assert_eq!(schema["title"], "firsttoken run, schema version 1");
