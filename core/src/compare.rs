@@ -209,6 +209,7 @@ mod tests {
             group_by: vec![Dimension::TargetVersion, Dimension::Network],
             min_samples: 30,
             min_runs: 5,
+            requests_per_run_phase: crate::summary::REQUESTS_PER_RUN_PHASE,
             from_ms: None,
             to_ms: None,
             groups: vec![

@@ -19,6 +19,9 @@ use crate::fold::{Fold, Listed, Spread};
 use crate::sketch::Sketch;
 use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
+mod crowd;
+pub use crowd::{REQUESTS_PER_RUN_PHASE, condition, counted_in_crowd};
+
 /// What samples can be grouped and filtered by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -100,35 +103,6 @@ impl Dimension {
     }
 }
 
-/// What made a request unlike the others of its phase, for the crowd's cells: pooled
-/// together they would make a figure no request had. A cold request's idle time
-/// (`idle 15 s`, `idle 10 min`: one after a minute and one after ten do not wait alike),
-/// and a fresh request's connection as the run verified it (`new connection`, `reused
-/// connection`: the browser coalesced or reused one, `connection not verified`). `None`
-/// for every other request.
-pub fn condition(sample: &crate::Sample) -> Option<String> {
-    match sample.phase {
-        crate::Phase::Cold => sample.idle_ms.map(|ms| {
-            if ms % 60_000 == 0 {
-                format!("idle {} min", ms / 60_000)
-            } else if ms % 1000 == 0 {
-                format!("idle {} s", ms / 1000)
-            } else {
-                format!("idle {ms} ms")
-            }
-        }),
-        crate::Phase::Fresh => Some(
-            match sample.conn.as_ref().and_then(|c| c.new_connection) {
-                Some(true) => "new connection",
-                Some(false) => "reused connection",
-                None => "connection not verified",
-            }
-            .to_owned(),
-        ),
-        _ => None,
-    }
-}
-
 /// One sample as a summary reads it: its value of each grouping dimension (as text, ""
 /// when it had none), and its numbers.
 #[derive(Debug, Clone, PartialEq)]
@@ -161,6 +135,9 @@ pub struct Summary {
     pub min_samples: usize,
     /// Groups from fewer runs than this are withheld ([`DEFAULT_MIN_RUNS`]).
     pub min_runs: usize,
+    /// The most requests of each phase a run counts with ([`REQUESTS_PER_RUN_PHASE`]).
+    #[serde(default = "requests_per_run_phase")]
+    pub requests_per_run_phase: usize,
     /// The time window the numbers cover (Unix ms, `to` excluded), as the collector
     /// applied it: widened to whole hours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +145,10 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_ms: Option<i64>,
     pub groups: Vec<Group>,
+}
+
+fn requests_per_run_phase() -> usize {
+    REQUESTS_PER_RUN_PHASE
 }
 
 /// One group of samples.
@@ -444,6 +425,7 @@ impl Accumulator {
             group_by: group_by.to_vec(),
             min_samples,
             min_runs,
+            requests_per_run_phase: REQUESTS_PER_RUN_PHASE,
             from_ms: None,
             to_ms: None,
             groups,

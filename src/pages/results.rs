@@ -331,6 +331,13 @@ fn SummaryView(summary: Summary) -> impl IntoView {
                 firsttoken_core::sketch::RELATIVE_ERROR * 100.0
             )}
         </p>
+        <p class="status" data-testid="results-weighting">
+            {format!(
+                "Each run counts at most {} requests of each phase, spread evenly over it, so one upload of thousands of requests weighs no more than one full session; the export keeps every request. A group from fewer than {} runs is withheld.",
+                summary.requests_per_run_phase,
+                summary.min_runs,
+            )}
+        </p>
         <div class="table-scroll" tabindex="0" role="region" aria-label="Percentiles by group">
             <table class="samples results" data-testid="results-table">
                 <thead>

@@ -78,6 +78,16 @@ async fn grouped_and_compared(engine: Engine, viewport: Viewport) -> anyhow::Res
         .wait_for_count("[data-testid=results-row]", 2, WAIT)
         .await?;
     assert_eq!(rows.len(), 2, "grouped by network: cellular and fiber");
+    // How runs are weighed is said beside the numbers.
+    let weighting = driver
+        .find(By::Css("[data-testid=results-weighting]"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        weighting.contains("at most 120 requests of each phase"),
+        "{weighting}"
+    );
     let first = rows[0].text().await?;
     assert!(first.starts_with("cellular"), "{first}");
     // 20 runs of 20 requests; p50 with its interval beneath.

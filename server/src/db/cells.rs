@@ -12,12 +12,12 @@
 //! runs that have none, or whose cells an earlier version made without indexes, from
 //! their records when the collector starts.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, bail};
-use firsttoken_core::Run;
 use firsttoken_core::sketch::Sketch;
-use firsttoken_core::summary::Cell;
+use firsttoken_core::summary::{Cell, counted_in_crowd};
+use firsttoken_core::{Phase, Run};
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
@@ -55,6 +55,9 @@ pub(super) struct CellKey {
 pub(super) struct Counted<'a> {
     /// Its index in the run.
     pub index: u32,
+    /// Whether the crowd's figures count it (a run counts at most
+    /// [`firsttoken_core::summary::REQUESTS_PER_RUN_PHASE`] requests of each phase); exports take every sample.
+    pub in_crowd: bool,
     pub error: Option<&'a str>,
     pub ttft_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
@@ -95,8 +98,11 @@ pub(super) fn cells<'a>(
             e2e: Sketch::default(),
             indexes: Vec::new(),
         });
-        cell.samples += 1;
         cell.indexes.push(sample.index);
+        if !sample.in_crowd {
+            continue;
+        }
+        cell.samples += 1;
         // As summaries always counted: a failed sample's times are not an answer's.
         match sample.error {
             Some(class) => *cell.errors.entry(class.to_owned()).or_default() += 1,
@@ -169,13 +175,23 @@ impl Ranges {
     }
 }
 
-/// The cells of a run as uploaded.
+/// The cells of a run as uploaded. Past [`firsttoken_core::summary::REQUESTS_PER_RUN_PHASE`] requests of a phase,
+/// its cells count that many, evenly spread ([`counted_in_crowd`]), and keep the indexes
+/// of all.
 pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
     let client = &run.client;
+    let mut of_phase: HashMap<Phase, usize> = HashMap::new();
+    for s in &run.samples {
+        *of_phase.entry(s.phase).or_default() += 1;
+    }
+    let mut ranked: HashMap<Phase, usize> = HashMap::new();
     cells(
         &run.run_id,
         received_at_ms,
         run.samples.iter().map(|s| {
+            let rank = ranked.entry(s.phase).or_default();
+            let in_crowd = counted_in_crowd(*rank, of_phase[&s.phase]);
+            *rank += 1;
             let target = run.target_of(s);
             let key = CellKey {
                 phase: s.phase.name().to_owned(),
@@ -194,6 +210,7 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
             };
             let counted = Counted {
                 index: s.index,
+                in_crowd,
                 error: s.error.map(|e| e.name()),
                 ttft_ms: s.ttft_ms,
                 e2e_ms: s.e2e_ms,
@@ -314,7 +331,7 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
         rebuilt += stored.len() as u64;
         tracing::info!(
             runs = rebuilt,
-            "made the cells of runs stored before cells held their samples' indexes"
+            "made the cells of runs stored before cells held their samples' indexes, or before a run counted at most 120 requests of a phase"
         );
     })
 }

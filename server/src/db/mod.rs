@@ -475,14 +475,14 @@ impl Db {
         })
     }
 
-    /// The samples of every stored run, counted by their cells (each sample is in one).
+    /// The samples of every stored run.
     pub async fn stored_samples(&self) -> anyhow::Result<i64> {
         with_pool!(self, |pool| {
-            Ok(
-                sqlx::query_scalar("SELECT CAST(COALESCE(SUM(samples), 0) AS BIGINT) FROM cells")
-                    .fetch_one(pool)
-                    .await?,
+            Ok(sqlx::query_scalar(
+                "SELECT CAST(COALESCE(SUM(sample_count), 0) AS BIGINT) FROM runs",
             )
+            .fetch_one(pool)
+            .await?)
         })
     }
 

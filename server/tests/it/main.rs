@@ -26,4 +26,5 @@ mod static_files;
 mod studies;
 mod summary;
 mod upgrade;
+mod weight;
 mod withheld;
