@@ -40,8 +40,10 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_BASE_PATH", default_value = "", value_parser = parse_base_path)]
     pub base_path: String,
 
-    /// The largest upload accepted, in bytes.
-    #[arg(long, env = "FIRSTTOKEN_MAX_BODY_BYTES", default_value_t = 8 * 1024 * 1024)]
+    /// The largest upload accepted, in bytes. The default is the largest run the page
+    /// makes (16 MiB: a run is bounded as a whole, core's `schema/size.rs`); below it the
+    /// longest runs are refused with 413.
+    #[arg(long, env = "FIRSTTOKEN_MAX_BODY_BYTES", default_value_t = firsttoken_core::schema::MAX_RECORD_BYTES)]
     pub max_body_bytes: usize,
 
     /// Upload bytes being read, parsed and stored at once, counted from each upload's
@@ -390,7 +392,7 @@ impl Config {
             database_url: Secret("sqlite://data/firsttoken.db".into()),
             static_dir: PathBuf::from("dist"),
             base_path: String::new(),
-            max_body_bytes: 8 * 1024 * 1024,
+            max_body_bytes: firsttoken_core::schema::MAX_RECORD_BYTES,
             upload_bytes_in_flight: 64 * 1024 * 1024,
             uploads_per_minute: 30,
             samples_per_hour: 20_000,

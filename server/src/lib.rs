@@ -161,7 +161,7 @@ impl AppState {
                 .collect();
             let hops = self.config.proxy_hops.max(1) as usize;
             if let Some(entry) = entries.len().checked_sub(hops).map(|i| entries[i])
-                && let Ok(address) = entry.parse()
+                && let Some(address) = forwarded_address(entry)
             {
                 return Some(address);
             }
@@ -306,4 +306,22 @@ fn loggable_path(path: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("/")
+}
+
+/// The address in one `X-Forwarded-For` entry, as proxies write it: `203.0.113.7`,
+/// `203.0.113.7:41234` (some add the client's port), `2001:db8::1`, `[2001:db8::1]` or
+/// `[2001:db8::1]:41234`. Read without its port, a ported entry once fell back to the
+/// proxy's own address, so every client behind it shared one budget.
+pub fn forwarded_address(entry: &str) -> Option<IpAddr> {
+    let entry = entry.trim().trim_matches('"');
+    if let Ok(address) = entry.parse() {
+        return Some(address);
+    }
+    if let Ok(socket) = entry.parse::<SocketAddr>() {
+        return Some(socket.ip());
+    }
+    entry
+        .strip_prefix('[')
+        .and_then(|rest| rest.strip_suffix(']'))
+        .and_then(|inner| inner.parse().ok())
 }

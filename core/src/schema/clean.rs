@@ -37,12 +37,14 @@ pub fn is_hidden(c: char) -> bool {
 
 impl Run {
     /// Makes the record storable without losing a measurement: every sample cleaned
-    /// ([`Sample::clean`]), and whatever the browser reported of its network that no record
-    /// may hold (an unknown effective type, an impossible round trip) left out.
+    /// ([`Sample::clean`]), whatever the browser reported of its network that no record
+    /// may hold (an unknown effective type, an impossible round trip) left out, and the
+    /// whole within a run's bounds ([`Run::fit`]).
     pub fn clean(&mut self) {
         for sample in &mut self.samples {
             sample.clean();
         }
+        self.fit();
         let client = &mut self.client;
         clean_reading(
             &mut client.effective_type,

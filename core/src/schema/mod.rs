@@ -16,10 +16,12 @@ use crate::plan::{Phase, RecordedPlan};
 
 mod clean;
 mod ids;
+mod size;
 mod validate;
 
 pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS, clean_text, is_hidden};
 pub use ids::{RecordParts, is_uuid, origin_of, run_id_from_random};
+pub use size::{MAX_RECORD_BYTES, MAX_RUN_ITL_GAPS, fair_share, largest_run};
 pub use validate::ValidationError;
 
 /// The response header by which the demo target says its numbers are simulated; a run

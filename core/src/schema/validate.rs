@@ -176,6 +176,16 @@ impl Run {
             ));
         }
         self.check_samples_against_plan()?;
+        let gaps = self.itl_gaps();
+        if gaps > super::MAX_RUN_ITL_GAPS {
+            return Err(top.fail(
+                "samples",
+                format!(
+                    "the samples hold {gaps} inter-token gaps; a run keeps at most {} in all",
+                    super::MAX_RUN_ITL_GAPS
+                ),
+            ));
+        }
         for (i, sample) in self.samples.iter().enumerate() {
             sample.validate(i)?;
             let target = self.targets.get(sample.target as usize).ok_or_else(|| {

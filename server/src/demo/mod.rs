@@ -201,8 +201,16 @@ async fn chat_completions(
         sleep(jitter.vary(ms)).await;
         timings.insert(name.to_owned(), json!(millis(start.elapsed())));
     }
+    // Pools are the client network's own (workers.rs).
+    let network = state
+        .client_address(
+            &request_headers,
+            peer.as_ref().map(|Extension(ConnectInfo(p))| *p),
+        )
+        .map(|address| format!("{:?}", crate::limit::Prefix::from(address)))
+        .unwrap_or_default();
     let worker = (knobs.slots > 0)
-        .then(|| Worker::assign(&knobs.pool, knobs.slots))
+        .then(|| Worker::assign(&network, &knobs.pool, knobs.slots))
         .transpose()?;
     let pre_model = jitter.vary(knobs.pre_model_ms);
     let queued = match &worker {

@@ -6,7 +6,9 @@
 //!
 //! Pools live only while a request uses them: the registry holds weak references, so a
 //! pool name a client made up costs memory only for as long as its requests run, and the
-//! registry itself is capped.
+//! registry itself is capped. Each client network has pools of its own: a stranger
+//! naming `pool=default&slots=1` with a long blocking step cannot make anyone else's
+//! demo requests wait their turn behind theirs.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,12 +39,14 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// The next worker of `pool` (round robin), creating the pool with `slots` workers.
-    pub fn assign(pool: &str, slots: u32) -> Result<Self, AppError> {
+    /// The next worker of `network`'s pool `pool` (round robin), creating the pool with
+    /// `slots` workers.
+    pub fn assign(network: &str, pool: &str, slots: u32) -> Result<Self, AppError> {
+        let key = format!("{network} {pool}");
         let mut pools = POOLS
             .lock()
             .map_err(|_| anyhow::anyhow!("demo worker pools poisoned"))?;
-        let live = pools.get(pool).and_then(Weak::upgrade);
+        let live = pools.get(&key).and_then(Weak::upgrade);
         let pool_ref = match live {
             Some(live) => live,
             None => {
@@ -59,7 +63,7 @@ impl Worker {
                     workers: (0..slots).map(|_| tokio::sync::Mutex::new(())).collect(),
                     next: AtomicUsize::new(0),
                 });
-                pools.insert(pool.to_owned(), Arc::downgrade(&created));
+                pools.insert(key, Arc::downgrade(&created));
                 created
             }
         };
@@ -100,15 +104,18 @@ mod tests {
     #[test]
     fn pools_made_up_by_clients_do_not_stay() {
         for n in 0..(3 * MAX_POOLS) {
-            let worker = Worker::assign(&format!("made-up-{n}"), 64).expect("a worker");
+            let worker = Worker::assign("net", &format!("made-up-{n}"), 64).expect("a worker");
             drop(worker);
         }
         assert!(registered() <= MAX_POOLS, "{} names kept", registered());
         // A pool in use keeps its workers and its slot count.
-        let held = Worker::assign("held", 2).expect("a worker");
-        assert!(Worker::assign("held", 3).is_err());
-        let again = Worker::assign("held", 2).expect("the same pool");
+        let held = Worker::assign("net", "held", 2).expect("a worker");
+        assert!(Worker::assign("net", "held", 3).is_err());
+        let again = Worker::assign("net", "held", 2).expect("the same pool");
         assert!(Arc::ptr_eq(&held.pool, &again.pool));
+        // Another network's pool of the same name is its own.
+        let theirs = Worker::assign("other-net", "held", 3).expect("a pool of its own");
+        assert!(!Arc::ptr_eq(&held.pool, &theirs.pool));
         assert_ne!(held.index, again.index, "round robin");
     }
 }

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Extension, Json, Router};
 use firsttoken_core::Run;
-use firsttoken_core::schema::is_uuid;
+use firsttoken_core::schema::{MAX_RECORD_BYTES, is_uuid};
 use serde::Serialize;
 
 use crate::AppState;
@@ -312,6 +312,17 @@ fn read_run(body: &[u8]) -> Result<(Run, String), AppError> {
         field: Some(e.field),
     })?;
     let record = serde_json::to_string(&run).map_err(anyhow::Error::from)?;
+    // A run is bounded as a whole too (core's schema/size.rs): the page never makes a
+    // larger one, so only a hand-made upload meets this.
+    if record.len() > MAX_RECORD_BYTES {
+        return Err(AppError::Invalid {
+            field: None,
+            message: format!(
+                "the run is {} bytes as JSON; a run may be at most {MAX_RECORD_BYTES}",
+                record.len()
+            ),
+        });
+    }
     Ok((run, record))
 }
 

@@ -64,6 +64,34 @@ async fn samples_are_budgeted_per_network_with_ipv6_counted_per_64() {
     assert_eq!(t.db.count(Table::Runs).await.expect("count"), 5);
 }
 
+/// A proxy that writes the client's port into `X-Forwarded-For` (`1.2.3.4:5`,
+/// `[2001:db8::1]:443`): each client keeps its own budget. Read as no address, such an
+/// entry once fell back to the proxy's, and every client shared one budget.
+#[tokio::test]
+async fn forwarded_entries_with_a_port_are_each_clients_own() {
+    let t = common::sqlite().await;
+    let config = behind_a_proxy(Config {
+        samples_per_hour: 7,
+        ..common::config()
+    });
+    let app = App::new(common::state_with(&t.db, config));
+    assert_eq!(upload(&app, 1, "192.0.2.1:41000").await.0, 201);
+    assert_eq!(upload(&app, 2, "192.0.2.1:41001").await.0, 201);
+    assert_eq!(
+        upload(&app, 3, "\"192.0.2.1:41002\"").await,
+        (429, Some("over_budget".into())),
+        "the same address on another port is the same client"
+    );
+    assert_eq!(upload(&app, 4, "198.51.100.9:5000").await.0, 201);
+    assert_eq!(upload(&app, 5, "[2001:db8::1]:443").await.0, 201);
+    assert_eq!(upload(&app, 6, "[2001:db8::2]").await.0, 201);
+    assert_eq!(
+        upload(&app, 7, "2001:db8::3").await.0,
+        429,
+        "one /64, however written"
+    );
+}
+
 #[tokio::test]
 async fn bytes_are_budgeted_before_the_body_is_read() {
     let t = common::sqlite().await;

@@ -84,3 +84,48 @@ fn the_bytes_in_flight_hold_the_largest_upload() {
         "--upload-bytes-in-flight (FIRSTTOKEN_UPLOAD_BYTES_IN_FLIGHT)"
     );
 }
+
+/// The body limit is the largest run the page makes: that run, as the page sends it,
+/// is stored under the default limit, and a hand-made run past a run's bounds (more
+/// inter-token gaps in all than a run keeps) is refused naming them.
+#[tokio::test]
+async fn the_largest_run_the_page_makes_is_stored_under_the_default_limit() {
+    use firsttoken_core::schema::{MAX_RECORD_BYTES, MAX_RUN_ITL_GAPS, largest_run};
+    let t = common::sqlite().await;
+    let defaults = Config::defaults();
+    assert_eq!(defaults.max_body_bytes, MAX_RECORD_BYTES);
+    let config = Config {
+        max_body_bytes: defaults.max_body_bytes,
+        upload_bytes_in_flight: defaults.upload_bytes_in_flight,
+        upload_bytes_per_hour: defaults.upload_bytes_per_hour,
+        ..common::config()
+    };
+    let app = App::new(common::state_with(&t.db, config));
+    let example: firsttoken_core::Run =
+        serde_json::from_value(common::example_run()).expect("a run");
+    let largest = largest_run(&example);
+    let body = serde_json::to_vec(&largest).expect("json");
+    assert!(body.len() > MAX_RECORD_BYTES / 2, "{} bytes", body.len());
+    let stored = app.post("/api/v1/runs").body(body).send().await;
+    assert_eq!(stored.status, 201, "{}", stored.text());
+
+    let mut over = largest;
+    over.run_id = "00000000-0000-4000-8000-00000000abcd".into();
+    over.samples.truncate(10);
+    over.plan.phases = vec![firsttoken_core::plan::PhasePlan::Steady { requests: 10 }];
+    for sample in &mut over.samples {
+        sample.itl_ms = vec![25.0; MAX_RUN_ITL_GAPS / 10 + 1];
+        sample.last_token_ms = Some(86_399_999.99);
+    }
+    let refused = app
+        .post("/api/v1/runs")
+        .body(serde_json::to_vec(&over).expect("json"))
+        .send()
+        .await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused.text().contains("inter-token gaps"),
+        "{}",
+        refused.text()
+    );
+}
