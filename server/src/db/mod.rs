@@ -490,7 +490,7 @@ impl Db {
     /// what is never stored.
     pub async fn all_text(&self) -> anyhow::Result<String> {
         let mut all = String::new();
-        for table in [Table::RunIds, Table::Runs, Table::Cells] {
+        for table in [Table::RunIds, Table::Runs, Table::Cells, Table::RunSources] {
             with_pool!(self, |pool| {
                 let sql = format!("SELECT * FROM {}", table.name());
                 let rows = sqlx::query(&sql).fetch_all(pool).await?;
@@ -527,6 +527,9 @@ pub enum Table {
     Days,
     /// A row per folded day, choice of varying dimensions and combination (`folds`).
     Folds,
+    /// A row per run received in the last two days: where it came from, as a tag
+    /// (`run_sources`, [`sources`]).
+    RunSources,
 }
 
 impl Table {
@@ -537,6 +540,7 @@ impl Table {
             Table::Folds => "folds",
             Table::Runs => "runs",
             Table::Cells => "cells",
+            Table::RunSources => "run_sources",
         }
     }
 }
