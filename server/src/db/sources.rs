@@ -18,9 +18,10 @@ use std::time::Duration;
 
 use super::{DAY_MS, Db, Pool, day_of, now_ms};
 
-/// How long a run's tag is kept: a little under two days, so that forgetting every
+/// How long a run's tag is kept: 47 hours, so that forgetting every
 /// [`FORGET_EVERY_MS`] never keeps one past two days.
-pub const KEPT_MS: i64 = 2 * DAY_MS - FORGET_EVERY_MS;
+pub const KEPT_MS: i64 = 47 * 3_600_000;
+const _: () = assert!(KEPT_MS + FORGET_EVERY_MS <= 2 * DAY_MS);
 /// How often tags and keys past their time are forgotten (with the folding of days).
 pub const FORGET_EVERY_MS: i64 = 10 * 60_000;
 
