@@ -31,8 +31,7 @@ pub fn tag(key: &[u8; 32], block: &[u8]) -> String {
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key");
     mac.update(b"firsttoken run source\n");
     mac.update(block);
-    let digest = mac.finalize().into_bytes();
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+    super::hex(&mac.finalize().into_bytes()[..8])
 }
 
 /// Whether `text` has the shape of a tag (16 lowercase hex digits).
