@@ -11,7 +11,7 @@
 //! small histograms, not a million values, and its percentiles are within
 //! [`crate::sketch::RELATIVE_ERROR`] (0.25%) of the exact ones.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +19,9 @@ use crate::fold::{Fold, Listed, Spread};
 use crate::sketch::Sketch;
 use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
+mod accumulator;
 mod crowd;
+pub use accumulator::Accumulator;
 pub use crowd::{REQUESTS_PER_RUN_PHASE, condition, counted_in_crowd};
 
 /// What samples can be grouped and filtered by.
@@ -308,129 +310,6 @@ pub struct Cell {
     pub errors: BTreeMap<String, u64>,
     pub ttft: Sketch,
     pub e2e: Sketch,
-}
-
-/// Collects samples ([`Row`]s), cells of them ([`Cell`]s) or folds of whole runs
-/// ([`Fold`]s) into groups.
-#[derive(Debug, Default)]
-pub struct Accumulator {
-    groups: HashMap<Vec<String>, GroupAcc>,
-}
-
-#[derive(Debug, Default)]
-struct GroupAcc {
-    /// The answered requests of each run read as samples or cells, by run id: folded
-    /// when the group is finished, once each run is whole.
-    runs: HashMap<String, RunSketches>,
-    /// Folds added, and the samples and errors of everything.
-    fold: Fold,
-}
-
-#[derive(Debug, Default)]
-struct RunSketches {
-    ttft: Sketch,
-    e2e: Sketch,
-}
-
-impl Accumulator {
-    pub fn add(&mut self, row: Row) {
-        let group = self.groups.entry(row.group).or_default();
-        group.fold.samples += 1;
-        let run = group.runs.entry(row.run_id).or_default();
-        match row.error {
-            Some(class) => *group.fold.errors.entry(class).or_default() += 1,
-            None => {
-                row.ttft_ms.into_iter().for_each(|v| run.ttft.add(v));
-                row.e2e_ms.into_iter().for_each(|v| run.e2e.add(v));
-            }
-        }
-    }
-
-    pub fn add_cell(&mut self, cell: Cell) {
-        let group = self.groups.entry(cell.group).or_default();
-        group.fold.samples += cell.samples;
-        for (class, count) in cell.errors {
-            *group.fold.errors.entry(class).or_default() += count;
-        }
-        let run = group.runs.entry(cell.run_id).or_default();
-        // A run's first cell (most runs have one per group) is its sketches as they are.
-        for (into, from) in [(&mut run.ttft, cell.ttft), (&mut run.e2e, cell.e2e)] {
-            if into.is_empty() {
-                *into = from;
-            } else {
-                into.merge(&from);
-            }
-        }
-    }
-
-    /// Adds runs folded ahead: none of them may be in the group otherwise (a run's
-    /// samples of a group are all in one fold, or all read as cells).
-    pub fn add_fold(&mut self, group: Vec<String>, fold: Fold) {
-        self.groups.entry(group).or_default().fold.merge(fold);
-    }
-
-    /// Groups begun so far.
-    pub fn groups(&self) -> usize {
-        self.groups.len()
-    }
-
-    /// The groups' numbers, sorted by their keys; groups from fewer than `min_runs` runs
-    /// withheld, with their complement ([`withhold_complement`]).
-    pub fn finish(self, group_by: &[Dimension], min_samples: usize, min_runs: usize) -> Summary {
-        self.finish_unless(group_by, min_samples, min_runs, || false)
-            .unwrap_or_else(|| unreachable!("never stopped"))
-    }
-
-    /// [`Accumulator::finish`], asking `stop` before each group (each one's intervals take
-    /// real CPU on large groups): `None` as soon as it says to stop, so work whose answer
-    /// nobody waits for any more ends with the wait.
-    pub fn finish_unless(
-        self,
-        group_by: &[Dimension],
-        min_samples: usize,
-        min_runs: usize,
-        stop: impl Fn() -> bool,
-    ) -> Option<Summary> {
-        let mut groups: Vec<Group> = self
-            .groups
-            .into_iter()
-            .map_while(|(values, acc)| {
-                if stop() {
-                    return None;
-                }
-                let key = group_by
-                    .iter()
-                    .zip(values)
-                    .map(|(d, v)| (*d, (!v.is_empty()).then_some(v)))
-                    .collect();
-                // Runs in a fixed order (by id), so the same rows always give the same
-                // intervals.
-                let mut runs: Vec<(String, Sketch, Sketch)> = acc
-                    .runs
-                    .into_iter()
-                    .map(|(id, r)| (id, r.ttft, r.e2e))
-                    .collect();
-                runs.sort_by(|a, b| a.0.cmp(&b.0));
-                let mut fold = Fold::of_runs(runs);
-                fold.merge(acc.fold);
-                Some(group(key, &fold, min_samples, min_runs))
-            })
-            .collect();
-        if stop() {
-            return None;
-        }
-        groups.sort_by(|a, b| a.key.cmp(&b.key));
-        withhold_complement(&mut groups, min_runs);
-        Some(Summary {
-            group_by: group_by.to_vec(),
-            min_samples,
-            min_runs,
-            requests_per_run_phase: REQUESTS_PER_RUN_PHASE,
-            from_ms: None,
-            to_ms: None,
-            groups,
-        })
-    }
 }
 
 /// Complementary suppression: when an answer withholds a small group and publishes

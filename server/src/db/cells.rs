@@ -341,6 +341,12 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
 /// values of `group_by` as text (booleans as `true`/`false`, numbers in decimal, absent as
 /// ""); stops early, without an error, when the receiver is gone. A full channel makes
 /// the scan wait (it yields its thread) until the receiver catches up.
+///
+/// The cells come run by run, ordered by arrival and run id (a run's cells share its
+/// arrival), so the summary folds whole runs as it goes rather than holding every run's
+/// sketches (`Accumulator::in_run_order`). Both databases read that order from the
+/// arrival index and sort only the cells of one millisecond; the order is checked as
+/// the cells come, since cells out of it would count a run twice.
 pub(super) async fn summary_cells(
     pool: &Pool,
     filter: &Filter,
@@ -351,16 +357,32 @@ pub(super) async fn summary_cells(
 ) -> anyhow::Result<()> {
     let batch = batch.max(1);
     let mut cells = Vec::with_capacity(batch);
+    let order = match pool {
+        // Byte order, as Rust compares the ids below.
+        Pool::Postgres(_) => " ORDER BY received_at_ms, run_id COLLATE \"C\"",
+        Pool::Sqlite(_) => " ORDER BY received_at_ms, run_id",
+    };
     with_pool!(pool, |pool| {
-        let mut select = QueryBuilder::new("SELECT run_id, samples, errors, ttft, e2e");
+        let mut select =
+            QueryBuilder::new("SELECT run_id, samples, errors, ttft, e2e, received_at_ms");
         for dimension in group_by {
             select.push(", ").push(super::Column::column(*dimension));
         }
         select.push(" FROM cells");
         filter.push_where_outside(&mut select, outside);
+        select.push(order);
         let mut rows = select.build().fetch(pool);
+        let mut last: Option<(i64, String)> = None;
         while let Some(row) = rows.try_next().await? {
-            let group = group_values(&row, 5, group_by)?;
+            let group = group_values(&row, 6, group_by)?;
+            let place: (i64, String) = (row.try_get(5)?, row.try_get(0)?);
+            if last.as_ref().is_some_and(|last| *last > place) {
+                anyhow::bail!(
+                    "the cells came out of run order (run {} after {:?}): a summary would count a run twice",
+                    place.1,
+                    last.map(|l| l.1)
+                );
+            }
             let errors: Option<String> = row.try_get(2)?;
             let errors = match errors {
                 Some(json) => serde_json::from_str(&json).context("a cell's errors")?,
@@ -370,12 +392,13 @@ pub(super) async fn summary_cells(
             let e2e: Vec<u8> = row.try_get(4)?;
             cells.push(Piece::Cell(Cell {
                 group,
-                run_id: row.try_get(0)?,
+                run_id: place.1.clone(),
                 samples: row.try_get::<i64, _>(1)?.max(0) as u64,
                 errors,
                 ttft: Sketch::decode(&ttft).context("a cell's TTFT sketch")?,
                 e2e: Sketch::decode(&e2e).context("a cell's end-to-end sketch")?,
             }));
+            last = Some(place);
             if cells.len() == batch {
                 let full = std::mem::replace(&mut cells, Vec::with_capacity(batch));
                 if out.send(full).await.is_err() {

@@ -43,8 +43,9 @@ use crate::error::AppError;
 use crate::limit::RateLimiter;
 use firsttoken_core::summary::{Accumulator, Dimension, Summary};
 
-/// Summaries computed at once. Each holds a sketch per run and group in memory while it
-/// runs, so this bounds what worst-case queries can make the server hold.
+/// Summaries computed at once. Each holds its groups' folds, and the sketches of up to
+/// [`FOLD_RUNS_AT`] runs not yet folded, so this bounds what worst-case queries can make
+/// the server hold.
 pub const SUMMARIES_AT_ONCE: usize = 1;
 /// Summaries that may wait for their turn at once; more are "busy" at once.
 pub const SUMMARY_WAITERS: usize = 8;
@@ -211,6 +212,11 @@ async fn summary(
     Ok(json(computed))
 }
 
+/// Runs' sketches a summary holds before it folds them into their groups: about a
+/// megabyte. Without folding, a summary held every run's: hundreds of megabytes in the
+/// attack benchmark's largest summaries (README, "The collector under attack").
+const FOLD_RUNS_AT: usize = 1024;
+
 /// Rows sent to the tallying thread at a time, and batches it may have waiting.
 const BATCH_ROWS: usize = 1024;
 const BATCHES_WAITING: usize = 16;
@@ -244,7 +250,9 @@ async fn tally(
             // The turn goes when the thread does.
             let _turn = turn;
             let stopped = || stop.load(Ordering::Relaxed);
-            let mut accumulator = Accumulator::default();
+            // The cells come run by run (`db/cells.rs`), so whole runs are folded as
+            // they come.
+            let mut accumulator = Accumulator::in_run_order(FOLD_RUNS_AT);
             // An empty batch is the end of the scan; a closed channel, a scan abandoned.
             while let Some(batch) = batches.blocking_recv() {
                 if stopped() {
