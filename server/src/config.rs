@@ -177,6 +177,14 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_DEMO_MAX_STREAMS", default_value_t = 64)]
     pub demo_max_streams: usize,
 
+    /// Bytes of demo answers one network (an IPv4 address, an IPv6 /64) may be sent per
+    /// hour, each request counted at the most its knobs and body can make it send; its
+    /// /24 or /48 gets 16 times as much. 0 for no limit. The default is about 33,000
+    /// answers of the default knobs (8 KB each), or 370 of the longest they allow (0.7 MB
+    /// with a short model name).
+    #[arg(long, env = "FIRSTTOKEN_DEMO_BYTES_PER_HOUR", default_value_t = 256 * 1024 * 1024)]
+    pub demo_bytes_per_hour: u64,
+
     /// The longest a demo request may last, in seconds, from arrival to its last byte. A
     /// request whose knobs ask for longer is refused; one that runs over (waiting for a
     /// busy worker, a stall) is ended.
@@ -415,6 +423,7 @@ impl Config {
             demo: Demo::On,
             demo_max_streams: 64,
             demo_max_request_secs: 120,
+            demo_bytes_per_hour: 256 * 1024 * 1024,
             admin_token: None,
             results_token: None,
             metrics_token: None,

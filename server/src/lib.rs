@@ -56,6 +56,8 @@ pub struct AppState {
     pub in_flight: Arc<Semaphore>,
     /// Demo streams open.
     pub demo_streams: Arc<Semaphore>,
+    /// Bytes of demo answers each network may be sent per hour (`None`: no limit).
+    pub demo_bytes: Option<Arc<RateLimiter>>,
     /// Upload bytes in flight, in KiB ([`routes::runs`]).
     pub upload_kib: Arc<Semaphore>,
     /// Summaries being computed, and answers kept for a moment.
@@ -105,6 +107,7 @@ impl AppState {
             signing_key: Arc::default(),
             in_flight: Arc::new(Semaphore::new(config.max_in_flight.max(1))),
             demo_streams: Arc::new(Semaphore::new(config.demo_max_streams.max(1))),
+            demo_bytes: hourly(config.demo_bytes_per_hour),
             upload_kib: Arc::new(Semaphore::new(
                 config
                     .upload_bytes_in_flight

@@ -93,6 +93,10 @@ static REQUESTS: AtomicU64 = AtomicU64::new(1);
 
 /// The largest chat request the demo reads: prompts are not what it measures.
 const DEMO_BODY_LIMIT: usize = 256 * 1024;
+/// The most entries an answer's timings have (`odd_values` adds 42 to about 8), and the
+/// most bytes one takes: a name of under 30 characters and a number of under 26.
+const MOST_TIMINGS: u64 = 64;
+const TIMING_BYTES: u64 = 64;
 
 type Chunk = Result<Bytes, std::io::Error>;
 
@@ -161,6 +165,38 @@ async fn chat_completions(
     }
     let number = REQUESTS.fetch_add(1, Ordering::Relaxed);
     let mut jitter = Jitter::new(knobs.jitter_ms, number);
+    let answer = Answer {
+        id: format!("chatcmpl-demo-{number}"),
+        model: request
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("firsttoken-demo")
+            .chars()
+            .take(64)
+            .collect(),
+        include_usage: request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    };
+    let client = state.client_address(
+        &request_headers,
+        peer.as_ref().map(|Extension(ConnectInfo(p))| *p),
+    );
+    // Counted at the most this answer can send, before anything is sent: a network past
+    // its allowance is refused at once, not cut off mid-answer.
+    if let (Some(budget), Some(address)) = (&state.demo_bytes, client) {
+        budget
+            .take(
+                crate::limit::Prefix::from(address),
+                answer.most_bytes(&knobs) as f64,
+                std::time::Instant::now(),
+            )
+            .map_err(|retry| AppError::OverBudget {
+                what: "demo answer bytes (--demo-bytes-per-hour)",
+                retry_after: retry.0,
+            })?;
+    }
 
     match knobs.fault {
         Some(fault @ (Fault::Http429 | Fault::Http429Date)) => {
@@ -202,11 +238,7 @@ async fn chat_completions(
         timings.insert(name.to_owned(), json!(millis(start.elapsed())));
     }
     // Pools are the client network's own (workers.rs).
-    let network = state
-        .client_address(
-            &request_headers,
-            peer.as_ref().map(|Extension(ConnectInfo(p))| *p),
-        )
+    let network = client
         .map(|address| format!("{:?}", crate::limit::Prefix::from(address)))
         .unwrap_or_default();
     let worker = (knobs.slots > 0)
@@ -266,20 +298,6 @@ async fn chat_completions(
         headers.push((header::CONNECTION, HeaderValue::from_static("close")));
     }
 
-    let answer = Answer {
-        id: format!("chatcmpl-demo-{number}"),
-        model: request
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or("firsttoken-demo")
-            .chars()
-            .take(64)
-            .collect(),
-        include_usage: request
-            .pointer("/stream_options/include_usage")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-    };
     if !request
         .get("stream")
         .and_then(Value::as_bool)
@@ -366,6 +384,30 @@ impl Answer {
             "id": self.id, "object": "chat.completion.chunk", "created": unix_seconds(), "model": self.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }))
+    }
+
+    /// The most bytes this answer can send with `knobs`, streamed or whole: each event
+    /// at its longest (this answer's id and model, every word the longest of
+    /// [`WORDS`]), the opening and closing chunks, usage, the timings (at most
+    /// [`MOST_TIMINGS`] entries) and `[DONE]`.
+    fn most_bytes(&self, knobs: &Knobs) -> u64 {
+        let longest_word = WORDS.iter().map(|w| w.len()).max().unwrap_or(0) as u64;
+        let empty = self.chunk(json!({"content": ""}), Value::Null).len() as u64;
+        let events = u64::from(knobs.tokens.div_ceil(knobs.tokens_per_event));
+        let opening = self
+            .chunk(json!({"role": "assistant", "content": ""}), Value::Null)
+            .len() as u64;
+        let usage = self.extra("usage", json!({"prompt_tokens": 24, "completion_tokens": 99_999_999_999u64, "total_tokens": 99_999_999_999u64})).len() as u64;
+        let timings =
+            self.extra("server_timings", json!({})).len() as u64 + MOST_TIMINGS * TIMING_BYTES;
+        // A fault's event or broken line is shorter than a token's event.
+        opening
+            + events * empty
+            + u64::from(knobs.tokens) * longest_word
+            + empty
+            + usage
+            + timings
+            + b"data: [DONE]\n\n".len() as u64
     }
 
     /// A chunk with no choices and extra top-level fields (usage, timings).

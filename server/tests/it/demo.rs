@@ -349,3 +349,49 @@ async fn one_slot_and_a_blocking_step_serve_one_request_at_a_time() {
     let elapsed = start.elapsed().as_millis();
     assert!(elapsed >= 300, "{elapsed} ms, queues {queues:?}");
 }
+
+/// A network's demo answers stop at its hourly allowance of bytes, counted at the most
+/// each answer could send: what it was sent never passes the allowance, and at least
+/// half of it was sent before the refusal (the count is not far above what is sent).
+/// Another network, and another address of the same /24, are still served.
+#[tokio::test]
+async fn a_networks_demo_answers_stop_at_its_hourly_bytes() {
+    let t = common::sqlite().await;
+    let allowance = 2_000_000;
+    let app = App::new(common::state_with(
+        &t.db,
+        firsttoken_server::config::Config {
+            demo_bytes_per_hour: allowance,
+            ..common::config()
+        },
+    ));
+    let path = "/v1/chat/completions?first_token_ms=0&itl_ms=0&tokens=600&odd_values=true";
+    let mut body = chat_body(true);
+    // The longest model name an answer repeats, each character escaped in JSON.
+    body["model"] = json!("\"".repeat(64));
+    let peer = |last: [u8; 2]| std::net::SocketAddr::from(([127, 0, last[0], last[1]], 4000));
+    let (mut sent, mut answers) = (0usize, 0);
+    let refusal = loop {
+        let answer = app.post(path).json(&body).peer(peer([9, 1])).send().await;
+        if answer.status != 200 {
+            break answer;
+        }
+        sent += answer.body.len();
+        answers += 1;
+        assert!(answers < 100, "never refused");
+    };
+    assert_eq!(refusal.status, 429, "{}", refusal.text());
+    assert!(refusal.headers.contains_key("retry-after"));
+    assert!(
+        refusal.text().contains("--demo-bytes-per-hour"),
+        "{}",
+        refusal.text()
+    );
+    assert!(sent as u64 <= allowance, "sent {sent} of {allowance}");
+    assert!(sent as u64 >= allowance / 2, "sent {sent} of {allowance}");
+    for other in [[9, 2], [10, 1]] {
+        let answer = app.post(path).json(&body).peer(peer(other)).send().await;
+        assert_eq!(answer.status, 200, "{other:?}");
+    }
+    t.cleanup().await;
+}
