@@ -41,6 +41,7 @@ pub mod partitions;
 mod record;
 pub mod sources;
 mod statements;
+mod storage;
 mod studies;
 mod write;
 
@@ -254,37 +255,6 @@ impl Db {
             Pool::Sqlite(_) => "sqlite",
             Pool::Postgres(_) => "postgres",
         }
-    }
-
-    /// Bytes the stored data takes: the SQLite file's pages in use (not those on its free
-    /// list, which a delete or a purge frees and new rows reuse), or the PostgreSQL
-    /// tables with their indexes (their size on disk: a purge frees it only when it drops
-    /// whole months).
-    pub async fn storage_bytes(&self) -> anyhow::Result<u64> {
-        let bytes: i64 = match &self.pool {
-            Pool::Sqlite(pool) => {
-                sqlx::query_scalar(
-                    "SELECT ((SELECT page_count FROM pragma_page_count()) \
-                     - (SELECT freelist_count FROM pragma_freelist_count())) \
-                     * (SELECT page_size FROM pragma_page_size())",
-                )
-                .fetch_one(pool)
-                .await?
-            }
-            Pool::Postgres(pool) => {
-                sqlx::query_scalar(
-                    "SELECT (COALESCE(pg_total_relation_size(to_regclass('run_ids')), 0) \
-                     + COALESCE(pg_total_relation_size(to_regclass('days')), 0) \
-                     + COALESCE(pg_total_relation_size(to_regclass('folds')), 0) \
-                     + COALESCE((SELECT SUM(pg_total_relation_size(inhrelid)) FROM pg_inherits \
-                                 WHERE inhparent IN (to_regclass('runs'), to_regclass('cells'))), \
-                                0))::BIGINT",
-                )
-                .fetch_one(pool)
-                .await?
-            }
-        };
-        Ok(bytes.max(0) as u64)
     }
 
     /// Closes every connection: from then on the database answers nothing (shutdown, and

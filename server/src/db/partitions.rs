@@ -211,6 +211,14 @@ pub async fn drop_before(pool: &PgPool, to_ms: i64) -> anyhow::Result<Dropped> {
             .fetch_one(&mut *tx)
             .await
             .with_context(|| format!("counting the runs in {runs}"))?;
+        // The month's live bytes leave the storage count with it (`db/storage.rs`).
+        sqlx::query(&format!(
+            "INSERT INTO stored_bytes (bytes) SELECT              - (SELECT COALESCE(SUM(stored_run_bytes(record, record_lz4)), 0) FROM {runs})              - (SELECT COALESCE(SUM(stored_cell_bytes(ttft, e2e, indexes, errors)), 0) FROM {cells})",
+            cells = month.table("cells"),
+        ))
+        .execute(&mut *tx)
+        .await
+        .with_context(|| format!("counting the bytes {runs} held"))?;
         for parent in TABLES {
             sqlx::query(&format!("DROP TABLE IF EXISTS {}", month.table(parent)))
                 .execute(&mut *tx)

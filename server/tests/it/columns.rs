@@ -36,24 +36,24 @@ async fn no_table_holds_a_row_per_sample() {
             .expect("PostgreSQL's tables"),
         };
         tables.sort();
-        assert_eq!(
-            tables,
-            // The signing key and the studies signed hold a row each, the source keys a
-            // row a day and the run sources a row a run: never one a sample.
-            [
-                "cells",
-                "days",
-                "folds",
-                "run_ids",
-                "run_sources",
-                "runs",
-                "signed_studies",
-                "signing_key",
-                "source_keys"
-            ],
-            "{}",
-            t.name
-        );
+        // The signing key and the studies signed hold a row each, the source keys a row
+        // a day and the run sources a row a run; PostgreSQL's count of stored bytes a
+        // row a write until folded into one: never one a sample.
+        let mut expected = vec![
+            "cells",
+            "days",
+            "folds",
+            "run_ids",
+            "run_sources",
+            "runs",
+            "signed_studies",
+            "signing_key",
+            "source_keys",
+        ];
+        if matches!(t.db.pool(), Pool::Postgres(_)) {
+            expected.push("stored_bytes");
+        }
+        assert_eq!(tables, expected, "{}", t.name);
         t.cleanup().await;
     }
 }

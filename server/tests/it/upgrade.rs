@@ -267,6 +267,17 @@ async fn an_earlier_postgres_database_gets_months_and_cells_from_its_records() {
             .expect("count");
         assert!(got > 0, "{table}");
     }
+    // The live bytes counted for the storage limit: those of the rows stored before,
+    // counted when the count began, and of the cells made since.
+    let (counted, held): (i64, i64) = sqlx::query_as(&format!(
+        "SELECT (SELECT SUM(bytes) FROM {schema}.stored_bytes)::BIGINT, \
+         ((SELECT SUM({schema}.stored_run_bytes(record, record_lz4)) FROM {schema}.runs) \
+          + (SELECT SUM({schema}.stored_cell_bytes(ttft, e2e, indexes, errors)) FROM {schema}.cells))::BIGINT"
+    ))
+    .fetch_one(pg)
+    .await
+    .expect("counted");
+    assert_eq!(counted, held);
     upgraded.close().await;
     sqlx::query(&format!("DROP SCHEMA {schema} CASCADE"))
         .execute(pg)
