@@ -345,8 +345,9 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
 /// The cells come run by run, ordered by arrival and run id (a run's cells share its
 /// arrival), so the summary folds whole runs as it goes rather than holding every run's
 /// sketches (`Accumulator::in_run_order`). Both databases read that order from the
-/// arrival index and sort only the cells of one millisecond; the order is checked as
-/// the cells come, since cells out of it would count a run twice.
+/// cells' index on arrival and run id, without sorting; it is checked as the cells come
+/// (a run's cells together within each millisecond), since cells out of it would count
+/// a run twice.
 pub(super) async fn summary_cells(
     pool: &Pool,
     filter: &Filter,
@@ -357,11 +358,6 @@ pub(super) async fn summary_cells(
 ) -> anyhow::Result<()> {
     let batch = batch.max(1);
     let mut cells = Vec::with_capacity(batch);
-    let order = match pool {
-        // Byte order, as Rust compares the ids below.
-        Pool::Postgres(_) => " ORDER BY received_at_ms, run_id COLLATE \"C\"",
-        Pool::Sqlite(_) => " ORDER BY received_at_ms, run_id",
-    };
     with_pool!(pool, |pool| {
         let mut select =
             QueryBuilder::new("SELECT run_id, samples, errors, ttft, e2e, received_at_ms");
@@ -370,18 +366,25 @@ pub(super) async fn summary_cells(
         }
         select.push(" FROM cells");
         filter.push_where_outside(&mut select, outside);
-        select.push(order);
+        select.push(" ORDER BY received_at_ms, run_id");
         let mut rows = select.build().fetch(pool);
-        let mut last: Option<(i64, String)> = None;
+        // The runs of the millisecond being read, the current one last: a run that came
+        // back after another would be counted twice.
+        let (mut at, mut runs_at) = (i64::MIN, Vec::<String>::new());
         while let Some(row) = rows.try_next().await? {
             let group = group_values(&row, 6, group_by)?;
-            let place: (i64, String) = (row.try_get(5)?, row.try_get(0)?);
-            if last.as_ref().is_some_and(|last| *last > place) {
-                anyhow::bail!(
-                    "the cells came out of run order (run {} after {:?}): a summary would count a run twice",
-                    place.1,
-                    last.map(|l| l.1)
-                );
+            let (received_at_ms, run_id): (i64, String) = (row.try_get(5)?, row.try_get(0)?);
+            if received_at_ms != at {
+                if received_at_ms < at {
+                    bail!("the cells came out of arrival order: a summary would count a run twice");
+                }
+                (at, runs_at) = (received_at_ms, Vec::new());
+            }
+            if runs_at.last() != Some(&run_id) {
+                if runs_at.contains(&run_id) {
+                    bail!("the cells of run {run_id} came apart: a summary would count it twice");
+                }
+                runs_at.push(run_id.clone());
             }
             let errors: Option<String> = row.try_get(2)?;
             let errors = match errors {
@@ -392,13 +395,12 @@ pub(super) async fn summary_cells(
             let e2e: Vec<u8> = row.try_get(4)?;
             cells.push(Piece::Cell(Cell {
                 group,
-                run_id: place.1.clone(),
+                run_id,
                 samples: row.try_get::<i64, _>(1)?.max(0) as u64,
                 errors,
                 ttft: Sketch::decode(&ttft).context("a cell's TTFT sketch")?,
                 e2e: Sketch::decode(&e2e).context("a cell's end-to-end sketch")?,
             }));
-            last = Some(place);
             if cells.len() == batch {
                 let full = std::mem::replace(&mut cells, Vec::with_capacity(batch));
                 if out.send(full).await.is_err() {

@@ -6,10 +6,13 @@
 use anyhow::Context;
 use firsttoken_core::Run;
 use firsttoken_core::export::Line;
-use futures_util::TryStreamExt;
-use sqlx::{QueryBuilder, Row};
+use sqlx::QueryBuilder;
 
 use super::{Db, Filter, Pool, cells, record};
+
+/// Runs an export reads the ids and matching indexes of at a time, each page in a
+/// statement of its own.
+const PAGE: i64 = 256;
 
 impl Db {
     /// Sends each run with samples matching `filter` to `runs_out`, oldest first, read
@@ -17,6 +20,13 @@ impl Db {
     /// the receiver is gone (the client hung up). The runs and their matching samples'
     /// indexes come from the cells (a sample matches exactly when its cell does); every
     /// exported value comes from the record, through core's one row.
+    ///
+    /// The runs are read a page at a time (their ids and indexes, by the cells' index on
+    /// arrival and run id), and each record by itself, so no statement stays open while
+    /// the client reads: a download that stalls holds no read transaction (on SQLite one
+    /// would keep the write-ahead log from being checkpointed for as long as it lasted).
+    /// A run deleted between its page and its record is left out; one stored meanwhile
+    /// is in the export when it arrived after the page being read.
     pub async fn export_runs(
         &self,
         filter: &Filter,
@@ -28,23 +38,41 @@ impl Db {
             Pool::Sqlite(_) => "group_concat(indexes, ',')",
             Pool::Postgres(_) => "string_agg(indexes, ',')",
         };
-        with_pool!(self, |pool| {
-            let mut select = QueryBuilder::new(format!(
-                "SELECT r.received_at_ms, r.record, r.record_lz4, m.indexes FROM runs r JOIN \
-                 (SELECT run_id, received_at_ms, {aggregate} AS indexes FROM cells"
-            ));
-            filter.push_where(&mut select);
-            select.push(
-                " GROUP BY run_id, received_at_ms) m \
-                 ON m.run_id = r.run_id AND m.received_at_ms = r.received_at_ms \
-                 ORDER BY r.received_at_ms, r.run_id",
-            );
-            let mut rows = select.build().fetch(pool);
-            while let Some(row) = rows.try_next().await? {
-                let record = record::json_of(row.try_get("record")?, row.try_get("record_lz4")?)?;
+        let mut after: Option<(i64, String)> = None;
+        loop {
+            let page: Vec<(String, i64, Option<String>)> = with_pool!(self, |pool| {
+                let mut select = QueryBuilder::new(format!(
+                    "SELECT run_id, received_at_ms, {aggregate} FROM cells"
+                ));
+                filter.push_where_after(&mut select, after.clone());
+                select.push(format!(
+                    " GROUP BY received_at_ms, run_id ORDER BY received_at_ms, run_id LIMIT {PAGE}"
+                ));
+                select.build_query_as().fetch_all(pool).await
+            })
+            .context("reading a page of the runs to export")?;
+            let Some((last, at, _)) = page.last() else {
+                return Ok(());
+            };
+            after = Some((*at, last.clone()));
+            for (run_id, received_at_ms, listed) in page {
+                let stored: Option<(String, Option<Vec<u8>>)> = with_pool!(self, |pool| {
+                    let mut select =
+                        QueryBuilder::new("SELECT record, record_lz4 FROM runs WHERE run_id = ");
+                    select
+                        .push_bind(run_id.clone())
+                        .push(" AND received_at_ms = ")
+                        .push_bind(received_at_ms);
+                    select.build_query_as().fetch_optional(pool).await
+                })
+                .with_context(|| format!("reading the record of run {run_id}"))?;
+                // Deleted since its page was read.
+                let Some((json, lz4)) = stored else {
+                    continue;
+                };
+                let record = record::json_of(json, lz4)?;
                 let run: Run = serde_json::from_str(&record)
                     .context("a stored record that no longer reads as a run")?;
-                let listed: Option<String> = row.try_get("indexes")?;
                 let matching = cells::Ranges::parse(listed.as_deref().unwrap_or_default())
                     .with_context(|| format!("the sample indexes of run {}", run.run_id))?;
                 let mut indexes: Vec<u32> = run
@@ -55,16 +83,15 @@ impl Db {
                     .collect();
                 indexes.sort_unstable();
                 let export = ExportRun {
-                    received_at_ms: row.try_get("received_at_ms")?,
+                    received_at_ms,
                     run,
                     indexes,
                 };
                 if runs_out.send(export).await.is_err() {
-                    break;
+                    return Ok(());
                 }
             }
-            anyhow::Ok(())
-        })
+        }
     }
 }
 

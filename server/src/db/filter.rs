@@ -125,6 +125,33 @@ impl Filter {
         self.push_conditions(&mut Clause::new(query), true);
     }
 
+    /// [`Filter::push_where`], for the rows after `after` (their arrival, then run id) in
+    /// the order exports read them: a page of an export begins where the last one ended.
+    pub fn push_where_after<'a, DB: Database>(
+        &self,
+        query: &mut QueryBuilder<'a, DB>,
+        after: Option<(i64, String)>,
+    ) where
+        String: 'a + Encode<'a, DB> + Type<DB>,
+        i64: 'a + Encode<'a, DB> + Type<DB>,
+        bool: 'a + Encode<'a, DB> + Type<DB>,
+    {
+        let mut clause = Clause::new(query);
+        self.push_conditions(&mut clause, true);
+        if let Some((at, run_id)) = after {
+            // Said so that the arrival index is searched from `at` on.
+            clause
+                .next()
+                .push("received_at_ms >= ")
+                .push_bind(at)
+                .push(" AND (received_at_ms > ")
+                .push_bind(at)
+                .push(" OR run_id > ")
+                .push_bind(run_id)
+                .push(")");
+        }
+    }
+
     /// Appends ` WHERE …` for this filter, and for `received_at_ms` outside each of the
     /// ranges `outside` (from, to: the days a summary reads folded instead).
     pub fn push_where_outside<'a, DB: Database>(

@@ -10,6 +10,7 @@ mod admin;
 mod budgets;
 mod columns;
 mod demo;
+mod export;
 mod folds;
 mod group_commit;
 mod in_flight;
