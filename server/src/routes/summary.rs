@@ -226,9 +226,10 @@ const BATCHES_WAITING: usize = 16;
 /// threads that serve uploads never hold a summary's sketches, nor wait for the tally:
 /// when it is [`BATCHES_WAITING`] batches behind, the scan yields its thread until it
 /// catches up. The memory a summary took is there for the next one: the allocator hands
-/// an exited thread's arena to the next thread, where sketches merged on the shared
-/// threads would stay spread over every arena they touched. If the scan is dropped (its
-/// time limit), the thread stops without working anything out.
+/// an exited thread's arena to the next thread (the next turn begins only once the
+/// thread has exited, its arena given up), where sketches merged on the shared threads
+/// would stay spread over every arena they touched. If the scan is dropped (its time
+/// limit), the thread stops without working anything out.
 async fn tally(
     state: &AppState,
     filter: Filter,
@@ -244,11 +245,9 @@ async fn tally(
     let cancelled = CancelOnDrop(Arc::new(AtomicBool::new(false)));
     let stop = cancelled.0.clone();
     let most_groups = state.config.max_summary_groups;
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("summary".into())
         .spawn(move || {
-            // The turn goes when the thread does.
-            let _turn = turn;
             let stopped = || stop.load(Ordering::Relaxed);
             // The cells come run by run (`db/cells.rs`), so whole runs are folded as
             // they come.
@@ -279,6 +278,13 @@ async fn tally(
             }
         })
         .map_err(anyhow::Error::from)?;
+    // The turn goes when the thread has ended, not when its work has: the next summary's
+    // thread never runs beside this one, even while it exits. Joined on a thread of its
+    // own, so the wait outlives this future if its time limit drops it.
+    tokio::task::spawn_blocking(move || {
+        let _ = thread.join();
+        drop(turn);
+    });
     let scan = state
         .db
         .summary_pieces(&filter, &group_by, &rows, BATCH_ROWS);
