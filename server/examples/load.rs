@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use firsttoken_core::Run;
 use firsttoken_core::stats::percentile;
+use firsttoken_server::db::Pool;
 use firsttoken_server::{AppState, Config, Db, serve as serve_app};
 
 mod support;
@@ -106,9 +107,9 @@ async fn main() -> anyhow::Result<()> {
     );
     for (name, db, _) in &backends {
         fill(db, &template, stored).await?;
+        let (on_disk, counted) = bytes_per_sample(db).await?;
         println!(
-            "  ({name} stores {:.0} bytes per sample, run records and indexes included)",
-            bytes_per_sample(db).await?
+            "  ({name} stores {on_disk:.0} bytes per sample on disk, run records and indexes included; its storage limit counts {counted:.0})"
         );
         let address = serve(db).await?;
         let from_cells = summaries(name, address, "").await?;
@@ -305,7 +306,21 @@ async fn uploads(
 }
 
 /// The database's size over its samples: what each request a beta user makes costs.
-async fn bytes_per_sample(db: &Db) -> anyhow::Result<f64> {
+/// What the stored samples take: on disk (SQLite's pages in use; PostgreSQL's tables of
+/// this schema with their indexes and TOAST), and as the storage limit counts them.
+async fn bytes_per_sample(db: &Db) -> anyhow::Result<(f64, f64)> {
     let samples = db.stored_samples().await? as f64;
-    Ok(db.storage_bytes().await? as f64 / samples)
+    let counted = db.storage_bytes().await? as f64;
+    let on_disk =
+        match db.pool() {
+            Pool::Sqlite(_) => counted,
+            Pool::Postgres(pool) => sqlx::query_scalar::<_, i64>(
+                "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::BIGINT FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = current_schema() AND c.relkind = 'r'",
+            )
+            .fetch_one(pool)
+            .await? as f64,
+        };
+    Ok((on_disk / samples, counted / samples))
 }
