@@ -18,6 +18,7 @@ mod static_files;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::Router;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
@@ -46,6 +47,8 @@ pub struct AppState {
     pub bytes_budget: Option<Arc<RateLimiter>>,
     /// The last measure of the stored bytes, and when it was taken.
     storage: Arc<std::sync::Mutex<Option<(std::time::Instant, u64)>>>,
+    /// Set while the stored bytes are being measured again.
+    measuring_storage: Arc<std::sync::atomic::AtomicBool>,
     /// Failed admin-token attempts per network: a few an hour.
     pub admin_failures: Arc<RateLimiter>,
     /// Link checks per network ([`routes::studies`]).
@@ -99,6 +102,7 @@ impl AppState {
             samples_budget: hourly(config.samples_per_hour),
             bytes_budget: hourly(config.upload_bytes_per_hour),
             storage: Arc::default(),
+            measuring_storage: Arc::default(),
             admin_failures: Arc::new(RateLimiter::per_period(
                 ADMIN_FAILURES_PER_HOUR,
                 std::time::Duration::from_secs(3600),
@@ -173,7 +177,8 @@ impl AppState {
     }
 
     /// Refuses a new run once the stored data has reached `--max-storage-bytes`. The
-    /// size is measured at most every few seconds, and what was accepted since is added.
+    /// size is measured at most every few seconds, beside the uploads (only the first
+    /// measure is waited for), and what was accepted since is added.
     pub async fn check_storage(&self, adding: u64) -> Result<(), error::AppError> {
         let limit = self.config.max_storage_bytes;
         if limit == 0 {
@@ -182,8 +187,28 @@ impl AppState {
         let now = std::time::Instant::now();
         let known = self.storage.lock().ok().and_then(|s| *s);
         let used = match known {
-            Some((at, bytes)) if now.duration_since(at) < STORAGE_MEASURED_EVERY => bytes,
-            _ => {
+            Some((at, bytes)) => {
+                // Measured again beside the uploads, which go on with the last measure
+                // and what was accepted since: none of them waits for it.
+                if now.duration_since(at) >= STORAGE_MEASURED_EVERY
+                    && !self.measuring_storage.swap(true, Ordering::AcqRel)
+                {
+                    let state = self.clone();
+                    tokio::spawn(async move {
+                        match state.db.storage_bytes().await {
+                            Ok(bytes) => {
+                                if let Ok(mut storage) = state.storage.lock() {
+                                    *storage = Some((std::time::Instant::now(), bytes));
+                                }
+                            }
+                            Err(e) => tracing::warn!(error = %e, "measuring the stored bytes"),
+                        }
+                        state.measuring_storage.store(false, Ordering::Release);
+                    });
+                }
+                bytes
+            }
+            None => {
                 let bytes = self.db.storage_bytes().await?;
                 if let Ok(mut storage) = self.storage.lock() {
                     *storage = Some((now, bytes));
