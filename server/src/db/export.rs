@@ -3,6 +3,8 @@
 //! the cells (a sample matches a filter exactly when its cell does); every exported value
 //! comes from the record, through core's one row (`firsttoken_core::export`).
 
+use std::collections::HashMap;
+
 use anyhow::Context;
 use firsttoken_core::Run;
 use firsttoken_core::export::Line;
@@ -13,6 +15,11 @@ use super::{Db, Filter, Pool, cells, record};
 /// Runs an export reads the ids and matching indexes of at a time, each page in a
 /// statement of its own.
 const PAGE: i64 = 256;
+/// Records read at once, in a statement of their own. An export of 20,000 runs of 3
+/// requests (55 MB of NDJSON, SQLite) took 0.9–1.0 s in one statement, 1.6–1.8 s with
+/// each record read by itself, 1.1–1.4 s eight at a time (2026-12-07, 2 cores). A batch
+/// holds at most this many records (16 MiB each at most) in memory.
+const RECORDS_AT_ONCE: usize = 8;
 
 impl Db {
     /// Sends each run with samples matching `filter` to `runs_out`, oldest first, read
@@ -22,7 +29,7 @@ impl Db {
     /// exported value comes from the record, through core's one row.
     ///
     /// The runs are read a page at a time (their ids and indexes, by the cells' index on
-    /// arrival and run id), and each record by itself, so no statement stays open while
+    /// arrival and run id), and their records a few at a time, so no statement stays open while
     /// the client reads: a download that stalls holds no read transaction (on SQLite one
     /// would keep the write-ahead log from being checkpointed for as long as it lasted).
     /// A run deleted between its page and its record is left out; one stored meanwhile
@@ -55,40 +62,49 @@ impl Db {
                 return Ok(());
             };
             after = Some((*at, last.clone()));
-            for (run_id, received_at_ms, listed) in page {
-                let stored: Option<(String, Option<Vec<u8>>)> = with_pool!(self, |pool| {
-                    let mut select =
-                        QueryBuilder::new("SELECT record, record_lz4 FROM runs WHERE run_id = ");
-                    select
-                        .push_bind(run_id.clone())
-                        .push(" AND received_at_ms = ")
-                        .push_bind(received_at_ms);
-                    select.build_query_as().fetch_optional(pool).await
+            for batch in page.chunks(RECORDS_AT_ONCE) {
+                // The batch's records, by id, in a statement of its own.
+                let rows: Vec<(String, String, Option<Vec<u8>>)> = with_pool!(self, |pool| {
+                    let mut select = QueryBuilder::new(
+                        "SELECT run_id, record, record_lz4 FROM runs WHERE run_id IN (",
+                    );
+                    let mut ids = select.separated(", ");
+                    for (run_id, ..) in batch {
+                        ids.push_bind(run_id.clone());
+                    }
+                    select.push(")");
+                    select.build_query_as().fetch_all(pool).await
                 })
-                .with_context(|| format!("reading the record of run {run_id}"))?;
-                // Deleted since its page was read.
-                let Some((json, lz4)) = stored else {
-                    continue;
-                };
-                let record = record::json_of(json, lz4)?;
-                let run: Run = serde_json::from_str(&record)
-                    .context("a stored record that no longer reads as a run")?;
-                let matching = cells::Ranges::parse(listed.as_deref().unwrap_or_default())
-                    .with_context(|| format!("the sample indexes of run {}", run.run_id))?;
-                let mut indexes: Vec<u32> = run
-                    .samples
-                    .iter()
-                    .map(|s| s.index)
-                    .filter(|i| matching.contains(*i))
+                .context("reading the records of runs to export")?;
+                let mut records: HashMap<String, (String, Option<Vec<u8>>)> = rows
+                    .into_iter()
+                    .map(|(id, json, lz4)| (id, (json, lz4)))
                     .collect();
-                indexes.sort_unstable();
-                let export = ExportRun {
-                    received_at_ms,
-                    run,
-                    indexes,
-                };
-                if runs_out.send(export).await.is_err() {
-                    return Ok(());
+                for (run_id, received_at_ms, listed) in batch {
+                    // Deleted since its page was read.
+                    let Some((json, lz4)) = records.remove(run_id) else {
+                        continue;
+                    };
+                    let record = record::json_of(json, lz4)?;
+                    let run: Run = serde_json::from_str(&record)
+                        .context("a stored record that no longer reads as a run")?;
+                    let matching = cells::Ranges::parse(listed.as_deref().unwrap_or_default())
+                        .with_context(|| format!("the sample indexes of run {}", run.run_id))?;
+                    let mut indexes: Vec<u32> = run
+                        .samples
+                        .iter()
+                        .map(|s| s.index)
+                        .filter(|i| matching.contains(*i))
+                        .collect();
+                    indexes.sort_unstable();
+                    let export = ExportRun {
+                        received_at_ms: *received_at_ms,
+                        run,
+                        indexes,
+                    };
+                    if runs_out.send(export).await.is_err() {
+                        return Ok(());
+                    }
                 }
             }
         }
