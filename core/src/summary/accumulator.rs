@@ -149,7 +149,8 @@ impl Accumulator {
     }
 
     /// Runs' sketches held unfolded, summed over the groups.
-    pub fn runs_held(&self) -> usize {
+    #[cfg(test)]
+    fn runs_held(&self) -> usize {
         self.groups.values().map(|g| g.runs.len()).sum()
     }
 

@@ -163,8 +163,16 @@ pub async fn create(pool: &PgPool, month: Month) -> anyhow::Result<Vec<String>> 
 
 /// Waits for the other collectors' partition changes; held until `tx` ends.
 async fn lock(tx: &mut sqlx::Transaction<'_, sqlx::Postgres>) -> anyhow::Result<()> {
+    advisory_lock(tx, LOCK).await
+}
+
+/// Waits for the other collectors holding the advisory lock `key`; held until `tx` ends.
+pub(super) async fn advisory_lock(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    key: i64,
+) -> anyhow::Result<()> {
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
-        .bind(LOCK)
+        .bind(key)
         .execute(&mut **tx)
         .await?;
     Ok(())

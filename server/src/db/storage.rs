@@ -34,10 +34,7 @@ impl Db {
                 let mut tx = pool.begin().await?;
                 // One collector folds at a time: two would each wait for rows the other
                 // holds.
-                sqlx::query("SELECT pg_advisory_xact_lock($1)")
-                    .bind(FOLDING)
-                    .execute(&mut *tx)
-                    .await?;
+                super::partitions::advisory_lock(&mut tx, FOLDING).await?;
                 sqlx::query(
                     "WITH first AS (SELECT MIN(id) AS id FROM stored_bytes), \
                      gone AS (DELETE FROM stored_bytes WHERE id > (SELECT id FROM first) \
