@@ -318,6 +318,62 @@ pub fn loopback_fresh_url(url: &str) -> Option<String> {
     })
 }
 
+/// Who beyond this machine cannot open a link to `url`: `Some` when its host is a loopback
+/// name or address (only this computer can open it) or a private, link-local or local-only
+/// one (only machines on the same local network can), `None` for any other host (which
+/// may still be unreachable, but nothing in its name says so).
+pub fn local_only(url: &str) -> Option<LocalOnly> {
+    let origin = origin_of(url)?;
+    let authority = origin.split_once("://")?.1;
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => authority.split(':').next()?,
+    };
+    if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
+        return if ip.is_loopback() || ip.is_unspecified() {
+            Some(LocalOnly::ThisComputer)
+        } else if ip.is_private() || ip.is_link_local() {
+            Some(LocalOnly::LocalNetwork)
+        } else {
+            None
+        };
+    }
+    if let Ok(ip) = host.parse::<std::net::Ipv6Addr>() {
+        let first = ip.segments()[0];
+        return if ip.is_loopback() || ip.is_unspecified() {
+            Some(LocalOnly::ThisComputer)
+        } else if first & 0xfe00 == 0xfc00 || first & 0xffc0 == 0xfe80 {
+            // Unique local (fc00::/7) and link-local (fe80::/10).
+            Some(LocalOnly::LocalNetwork)
+        } else {
+            None
+        };
+    }
+    let name = host.trim_end_matches('.');
+    if name == "localhost" || name.ends_with(".localhost") {
+        Some(LocalOnly::ThisComputer)
+    } else if [".local", ".lan", ".internal", ".home.arpa"]
+        .iter()
+        .any(|suffix| name.ends_with(suffix))
+        || !name.contains('.')
+    {
+        // Multicast DNS, the names routers and private networks give, and a bare name
+        // (resolved through the local network's own search domains).
+        Some(LocalOnly::LocalNetwork)
+    } else {
+        None
+    }
+}
+
+/// Why a link can be opened only nearby ([`local_only`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalOnly {
+    /// A loopback host: only the computer that made the link can open it.
+    ThisComputer,
+    /// A private, link-local or local name: only machines on the same local network can.
+    LocalNetwork,
+}
+
 /// Where the runs of `study` can be read: the Results page of the server that collects
 /// them (under its base path: the collector URL without `/api/v1/runs`), showing this
 /// study alone. `None` for a study without an id.
@@ -584,6 +640,36 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn a_link_on_a_loopback_or_private_host_is_local_only() {
+        let this = Some(LocalOnly::ThisComputer);
+        let near = Some(LocalOnly::LocalNetwork);
+        for (url, expected) in [
+            ("http://127.0.0.1:8080/run#v1.x", this),
+            ("http://127.9.9.9/run", this),
+            ("http://localhost:8080/run", this),
+            ("http://app.localhost/run", this),
+            ("http://[::1]:8080/run", this),
+            ("http://0.0.0.0:8080/run", this),
+            ("http://192.168.1.20:8080/run", near),
+            ("http://10.0.0.5/run", near),
+            ("http://172.16.3.4/run", near),
+            ("http://169.254.1.1/run", near),
+            ("http://[fd12:3456::1]/run", near),
+            ("http://[fe80::1]/run", near),
+            ("http://laptop.local:8080/run", near),
+            ("http://router.lan/run", near),
+            ("http://bench/run", near),
+            ("https://firsttoken.example.com/run#v1.x", None),
+            ("https://93.184.216.34/run", None),
+            ("https://172.32.0.1/run", None),
+            ("https://[2001:db8::1]/run", None),
+            ("not a url", None),
+        ] {
+            assert_eq!(local_only(url), expected, "{url}");
+        }
     }
 
     #[test]

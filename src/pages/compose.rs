@@ -5,7 +5,7 @@
 use firsttoken_core::Dialect;
 use firsttoken_core::check;
 use firsttoken_core::compose::{
-    Form, Page, Protocol, headers_text, loopback_fresh_url, results_of,
+    Form, LocalOnly, Page, Protocol, headers_text, local_only, loopback_fresh_url, results_of,
 };
 use firsttoken_core::presets::{KeyHeader, PRESETS, Preset};
 use firsttoken_core::qr;
@@ -435,6 +435,9 @@ pub fn ComposePage() -> impl IntoView {
                     <button type="button" on:click=copy>"Copy"</button>
                     <a class="button" target="_blank" rel="noopener" href=move || link.get().unwrap_or_default() data-testid="open-link">"Open"</a>
                 </div>
+                {move || link.with(|l| l.as_deref().and_then(local_only)).map(|reach| view! {
+                    <p class="notice local-only" role="alert" data-testid="link-local-only">{local_only_note(reach)}</p>
+                })}
                 <p class="status">{move || format!("{} characters. The study travels in the part after #, which browsers never send to a server.", link.with(|l| l.as_ref().map_or(0, String::len)))}</p>
                 <p class="status" data-testid="link-signed" data-signed=move || signed.get().to_string()>{move || if signed.get() {
                     "Signed by this server: the page tells beta users you made this link."
@@ -457,6 +460,20 @@ pub fn ComposePage() -> impl IntoView {
                 </details>
             </section>
         </Show>
+    }
+}
+
+/// What the link card says of a link that only this computer, or only this local network,
+/// can open ([`local_only`]): the first link an operator makes on `cargo xtask run` points
+/// at 127.0.0.1.
+fn local_only_note(reach: LocalOnly) -> &'static str {
+    match reach {
+        LocalOnly::ThisComputer => {
+            "Only this computer can open this link: it points at a loopback address. Beta users on other machines need a firsttoken server they can reach (see Deployment in README.md)."
+        }
+        LocalOnly::LocalNetwork => {
+            "Only machines on this local network can open this link: it points at a private or local address. Beta users elsewhere need a firsttoken server they can reach (see Deployment in README.md)."
+        }
     }
 }
 

@@ -613,6 +613,16 @@ async fn operator_makes_a_link(engine: Engine) -> anyhow::Result<()> {
         .await?
         .unwrap_or_default();
     assert!(link.starts_with(&server.url("/run#v1.")), "{link}");
+    // Made on 127.0.0.1, the link opens on this computer only, and the card says so.
+    let local = driver
+        .find(By::Css("[data-testid=link-local-only]"))
+        .await?
+        .text()
+        .await?;
+    assert!(
+        local.starts_with("Only this computer can open this link") && local.contains("Deployment"),
+        "{local}"
+    );
     browser.screenshot("compose-desktop-link").await?;
     // The QR code the page drew reads back, from the browser's own pixels, as the link.
     // From the whole page's screenshot. Not in WebKitGTK: under Xvfb its element
