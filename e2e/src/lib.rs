@@ -32,7 +32,7 @@ pub mod tls;
 /// The server's settings in tests: the built app in `static_dir`, if any.
 fn test_config(static_dir: Option<PathBuf>) -> Config {
     Config {
-        static_dir: static_dir.unwrap_or_else(|| "/nonexistent".into()),
+        static_dir: Some(static_dir.unwrap_or_else(|| "/nonexistent".into())),
         // The tests upload from one address, far more often than a person would.
         uploads_per_minute: 100_000,
         admin_token: Some(firsttoken_server::config::Secret(ADMIN_TOKEN.into())),

@@ -28,10 +28,12 @@ pub struct Config {
     )]
     pub database_url: Secret,
 
-    /// The built app (Trunk's `dist/`). When the folder is missing the server still runs
-    /// the collector and the demo target, and `/` says how to build the app.
-    #[arg(long, env = "FIRSTTOKEN_STATIC_DIR", default_value = "dist")]
-    pub static_dir: PathBuf,
+    /// Serve the app from this folder (Trunk's `dist/`) instead of the one built into the
+    /// binary (`cargo xtask build` puts it there). A folder without an `index.html`, or no
+    /// folder and a binary without an app: the server still runs the collector and the
+    /// demo target, and `/` says how to build the app.
+    #[arg(long, env = "FIRSTTOKEN_STATIC_DIR")]
+    pub static_dir: Option<PathBuf>,
 
     /// Serve the app, the collector and the demo under this path (`/firsttoken`), for a
     /// reverse proxy on the operator's own domain that passes
@@ -398,7 +400,7 @@ impl Config {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             database_url: Secret("sqlite://data/firsttoken.db".into()),
-            static_dir: PathBuf::from("dist"),
+            static_dir: None,
             base_path: String::new(),
             max_body_bytes: firsttoken_core::schema::MAX_RECORD_BYTES,
             upload_bytes_in_flight: 64 * 1024 * 1024,

@@ -16,7 +16,6 @@ pub mod serve;
 mod static_files;
 
 use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -69,8 +68,8 @@ pub struct AppState {
     pub health: Arc<routes::ops::Health>,
     /// Turns `true` when shutdown begins: streams that would run on end.
     stopping: Arc<watch::Sender<bool>>,
-    /// The built app, when there is one.
-    pub static_dir: Option<PathBuf>,
+    /// The built app, when there is one: a folder, or the one inside this binary.
+    pub app_files: Option<static_files::AppFiles>,
 }
 
 /// How often the stored size is measured again.
@@ -91,11 +90,7 @@ pub const ADMIN_FAILURES_PER_HOUR: f64 = 10.0;
 impl AppState {
     /// A state over `db` configured by `config`.
     pub fn new(db: Db, config: Config) -> Self {
-        let static_dir = config
-            .static_dir
-            .join("index.html")
-            .is_file()
-            .then(|| config.static_dir.clone());
+        let app_files = static_files::AppFiles::choose(config.static_dir.as_deref());
         Self {
             db,
             limiter: Arc::new(RateLimiter::new(config.uploads_per_minute)),
@@ -123,7 +118,7 @@ impl AppState {
             stopping: Arc::new(watch::channel(false).0),
             metrics: Arc::default(),
             config: Arc::new(config),
-            static_dir,
+            app_files,
         }
     }
 
@@ -135,11 +130,21 @@ impl AppState {
         db.start_folding(std::time::Duration::from_secs(300));
         db.start_forgetting_sources();
         let state = Self::new(db, config);
-        if state.static_dir.is_none() {
-            tracing::warn!(
-                dir = %state.config.static_dir.display(),
-                "no built app there: serving the collector and the demo target only (cargo xtask run builds the app)"
-            );
+        match (&state.app_files, &state.config.static_dir) {
+            (Some(static_files::AppFiles::Embedded), _) => {
+                tracing::info!("serving the app built into this binary");
+            }
+            (Some(static_files::AppFiles::Dir(dir)), _) => {
+                tracing::info!(dir = %dir.display(), "serving the app from a folder");
+            }
+            (None, Some(dir)) => tracing::warn!(
+                dir = %dir.display(),
+                "--static-dir holds no index.html: serving the collector and the demo target only"
+            ),
+            (None, None) => tracing::warn!(
+                "this binary carries no app (cargo xtask build makes one that does) and no \
+                 --static-dir names one: serving the collector and the demo target only"
+            ),
         }
         Ok(state)
     }
@@ -273,7 +278,7 @@ pub fn app(state: AppState) -> Router {
         .merge(routes::admin::router())
         .merge(routes::ops::router())
         .merge(demo::router(state.config.demo))
-        .merge(static_files::router(state.static_dir.as_deref(), &base))
+        .merge(static_files::router(state.app_files.as_ref(), &base))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             serve::shed,

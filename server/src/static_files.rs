@@ -1,6 +1,6 @@
-//! Serves the built app: files from Trunk's `dist/`, `index.html` for any other path so
-//! the app's own routes work on reload, brotli or gzip copies made at build time where the
-//! browser accepts them.
+//! Serves the built app: its files (from a folder such as Trunk's `dist/`, or from inside
+//! the binary, [`embedded`]), `index.html` for any other path so the app's own routes work
+//! on reload, brotli or gzip copies made at build time where the browser accepts them.
 //!
 //! Every file goes out with a Content-Security-Policy ([`content_security_policy`]) and
 //! `Referrer-Policy: no-referrer`: the page runs only its own scripts and WebAssembly,
@@ -14,8 +14,10 @@
 //! of 100 µs (measured with Chromium 156, Firefox 153 and WebKitGTK 2.50). It costs the page nothing it uses: its measuring requests are CORS-mode
 //! fetches, which COEP lets through, and it loads nothing from other origins.
 
+mod embedded;
+
 use std::convert::Infallible;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
@@ -24,6 +26,7 @@ use axum::http::{HeaderName, HeaderValue, Request, Response, StatusCode, header}
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse};
 use sha2::{Digest, Sha256};
+use tower::ServiceExt as _;
 
 use tower_http::compression::CompressionLayer;
 use tower_http::services::ServeDir;
@@ -31,26 +34,72 @@ use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::AppState;
 
-/// The router that answers every path no other route took: the built app in `dir`, for
-/// a server whose paths start with `base` (`/firsttoken`, or empty at the root; the
-/// router itself sees paths with `base` taken off).
-pub fn router(dir: Option<&Path>, base: &str) -> Router<AppState> {
-    let Some(dir) = dir else {
+/// Where the app's files come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AppFiles {
+    /// A folder on disk (`--static-dir`).
+    Dir(PathBuf),
+    /// The app built into this binary by `cargo xtask build`.
+    Embedded,
+}
+
+impl AppFiles {
+    /// The app to serve: the folder `static_dir` names when it holds an `index.html`, else
+    /// the one inside the binary, else none (the folder is named but empty, or no folder
+    /// is named and this binary carries no app).
+    pub fn choose(static_dir: Option<&std::path::Path>) -> Option<Self> {
+        match static_dir {
+            Some(dir) => dir
+                .join("index.html")
+                .is_file()
+                .then(|| Self::Dir(dir.to_path_buf())),
+            None => embedded::file("index.html").map(|_| Self::Embedded),
+        }
+    }
+
+    /// The names at the app's root.
+    fn names(&self) -> Vec<String> {
+        match self {
+            Self::Dir(dir) => std::fs::read_dir(dir)
+                .map(|entries| {
+                    entries
+                        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Self::Embedded => embedded::files()
+                .iter()
+                .map(|(name, _)| name.split('/').next().unwrap_or(name).to_owned())
+                .collect(),
+        }
+    }
+
+    /// One text file of the app.
+    fn read(&self, name: &str) -> Option<String> {
+        match self {
+            Self::Dir(dir) => std::fs::read_to_string(dir.join(name)).ok(),
+            Self::Embedded => String::from_utf8(embedded::file(name)?.to_vec()).ok(),
+        }
+    }
+}
+
+/// The router that answers every path no other route took: the built app, for a server
+/// whose paths start with `base` (`/firsttoken`, or empty at the root; the router itself
+/// sees paths with `base` taken off).
+pub fn router(files: Option<&AppFiles>, base: &str) -> Router<AppState> {
+    let Some(files) = files else {
         return Router::new().fallback(not_built);
     };
-    let names: Vec<String> = std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-    let index = read("index.html").unwrap_or_default();
+    let names = files.names();
+    let index = files.read("index.html").unwrap_or_default();
     let page = Arc::new(app_page(&index, &names, base));
     // The beta user's page is its own, smaller bundle; a build without it serves the
     // operator's app there too (it has the study page as well).
-    let run_page = Arc::new(app_page(&read("run.html").unwrap_or(index), &names, base));
+    let run_page = Arc::new(app_page(
+        &files.read("run.html").unwrap_or(index),
+        &names,
+        base,
+    ));
     let policy = content_security_policy(&format!("{page}{run_page}"));
     // A path that names a file (`/favicon.ico`, `/old-bundle.js`) and is not there is a
     // 404; `/run` is the beta user's page; any other path is one of the operator's pages.
@@ -73,17 +122,32 @@ pub fn router(dir: Option<&Path>, base: &str) -> Router<AppState> {
     // Never Trunk's own index.html: the page is always the one made for `base`. The
     // brotli and gzip copies `cargo xtask` makes beside each file (`app.wasm.br`) go to
     // browsers that accept them; without them, the compression layer gzips on the fly.
-    let files = ServeDir::new(dir)
-        .append_index_html_on_directories(false)
-        .precompressed_br()
-        .precompressed_gzip()
-        .fallback(app.clone());
+    let routes = Router::new()
+        .route_service("/index.html", app.clone())
+        .route_service("/run.html", app.clone());
+    let routes = match files {
+        AppFiles::Dir(dir) => routes.fallback_service(
+            ServeDir::new(dir)
+                .append_index_html_on_directories(false)
+                .precompressed_br()
+                .precompressed_gzip()
+                .fallback(app),
+        ),
+        AppFiles::Embedded => {
+            routes.fallback_service(tower::service_fn(move |request: Request<Body>| {
+                let app = app.clone();
+                async move {
+                    match embedded::respond(&request) {
+                        Some(response) => Ok(response),
+                        None => app.oneshot(request).await,
+                    }
+                }
+            }))
+        }
+    };
     let policy = HeaderValue::from_str(&policy)
         .unwrap_or_else(|_| HeaderValue::from_static("default-src 'self'"));
-    Router::new()
-        .route_service("/index.html", app.clone())
-        .route_service("/run.html", app)
-        .fallback_service(files)
+    routes
         .layer(CompressionLayer::new())
         .layer(middleware::from_fn(cache_control))
         .layer(SetResponseHeaderLayer::overriding(
@@ -214,7 +278,9 @@ fn is_content_hashed(path: &str) -> bool {
 async fn not_built() -> impl IntoResponse {
     (
         StatusCode::SERVICE_UNAVAILABLE,
-        "The firsttoken app is not built. Run `cargo xtask run`, which builds it and starts this server.\n",
+        "This server carries no app: it was built without one and no --static-dir names a built \
+         app. `cargo xtask build` makes a firsttoken-server with the app inside; `cargo xtask run` \
+         builds it and starts it.\n",
     )
 }
 

@@ -3,7 +3,7 @@
 
 use anyhow::bail;
 
-use crate::run::build_app;
+use crate::build::build_app;
 use crate::shell::{self, Steps, cargo};
 use crate::tools;
 
@@ -69,10 +69,11 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
     let collector: Vec<_> = COLLECTOR.iter().filter(|(n, _)| wanted(n)).collect();
 
     let mut steps = Steps::default();
-    if !browser.is_empty() || !sizes.is_empty() {
+    if !browser.is_empty() || !sizes.is_empty() || !collector.is_empty() {
         steps.step("install missing tools", tools::ensure_for_browser)?;
     }
-    if !browser.is_empty() {
+    // The collector benchmarks run the release binary, which carries the app.
+    if !browser.is_empty() || !collector.is_empty() {
         steps.step("build the app (trunk build --release)", build_app)?;
     }
     if !collector.is_empty() {
@@ -105,13 +106,7 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
         steps.step(name, || {
             // The attack benchmark runs the server binary itself, to read its memory and
             // descriptors from /proc.
-            shell::run(cargo().args([
-                "build",
-                "--quiet",
-                "--release",
-                "--package",
-                "firsttoken-server",
-            ]))?;
+            crate::build::release_server()?;
             shell::run(
                 cargo()
                     .args([
@@ -123,10 +118,7 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
                         "--example",
                         example,
                     ])
-                    .env(
-                        "FIRSTTOKEN_SERVER_BIN",
-                        shell::workspace_root().join("target/release/firsttoken-server"),
-                    ),
+                    .env("FIRSTTOKEN_SERVER_BIN", crate::build::release_binary()),
             )
         })?;
     }

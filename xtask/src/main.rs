@@ -2,6 +2,7 @@
 //! `cargo xtask test` runs every check CI runs. Both install what is missing first.
 
 mod bench;
+mod build;
 mod compress;
 mod floor;
 mod paint;
@@ -24,6 +25,9 @@ struct Cli {
 enum Command {
     /// Install what is missing, build the app and start the server on http://127.0.0.1:8080
     Run(run::Args),
+    /// Build the release without starting it: one `firsttoken-server` binary with the app
+    /// inside (target/release/firsttoken-server)
+    Build,
     /// Formatting, clippy, native tests, browser tests in headless Chromium, end-to-end tests
     Test(test::Args),
     /// The house rules a compiler does not check (also the first step of `test`)
@@ -39,6 +43,7 @@ fn main() -> anyhow::Result<()> {
     std::env::set_current_dir(shell::workspace_root())?;
     match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Build => build::build(),
         Command::Test(args) => test::test(args),
         Command::Bench(args) => bench::bench(args),
         Command::Tidy => tidy::tidy(),

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use anyhow::{Context, bail};
 
-use crate::run::build_app;
+use crate::build::build_app;
 use crate::shell::{self, Steps, cargo};
 use crate::tools;
 
@@ -56,13 +56,19 @@ fn all(steps: &mut Steps) -> anyhow::Result<()> {
     )?;
     // Before the tests: the end-to-end tests serve the built app.
     steps.step("build the app (trunk build --release)", build_app)?;
+    // The release end-to-end test starts this binary from an empty folder.
+    steps.step(
+        "build the release (the server with the app inside)",
+        crate::build::release_server,
+    )?;
     steps.step(
         "native and end-to-end tests (headless Chromium, Firefox and WebKitGTK)",
         || {
             shell::run(
                 linted_cargo()
                     .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
-                    .envs(tools::driver_env()),
+                    .envs(tools::driver_env())
+                    .env("FIRSTTOKEN_RELEASE_BIN", crate::build::release_binary()),
             )
         },
     )?;

@@ -22,7 +22,7 @@ async fn a_client_that_stops_reading_is_cut_off() {
     let size = 32 << 20;
     std::fs::write(dist.path().join("big.bin"), vec![7u8; size]).expect("write");
     let config = firsttoken_server::Config {
-        static_dir: dist.path().to_path_buf(),
+        static_dir: Some(dist.path().to_path_buf()),
         write_stall_secs: 1,
         ..common::config()
     };

@@ -12,7 +12,7 @@ async fn serve_app(
 ) -> (App, common::TestDb) {
     let t = common::sqlite().await;
     let mut config = firsttoken_server::Config {
-        static_dir: static_dir.to_path_buf(),
+        static_dir: Some(static_dir.to_path_buf()),
         ..common::config()
     };
     edit(&mut config);
