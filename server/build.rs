@@ -1,7 +1,7 @@
 //! Puts the built app inside the binary when `FIRSTTOKEN_APP_DIR` names the folder it was
 //! built into (`cargo xtask build` sets it to `dist/`), so that deploying firsttoken is
 //! copying one file. Without it the binary carries no app and serves one from
-//! `--static-dir`, or none. The generated table is read by `src/static_files.rs`.
+//! `--static-dir`, or none. The generated table is read by `src/static_files/embedded.rs`.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

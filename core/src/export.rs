@@ -1,7 +1,7 @@
 //! One definition of a sample row: the flat line per request that every export writes
 //! (the page's CSV download, the collector's CSV and NDJSON export). Each column is
 //! listed once, in [`COLUMNS`], with what it means and how it is read from a run and one
-//! of its samples; the CSV header, the JSON keys and README's column table all come from
+//! of its samples; the CSV header, the JSON keys and the book's column table (`docs/src/reference/record.md`) all come from
 //! that list. The collector keeps no row per sample: it stores each run's record and
 //! reads these rows back from it.
 
@@ -50,7 +50,7 @@ pub enum Value<'a> {
 pub struct Column {
     /// Its name: the record's field name where it has one, the CSV header and JSON key.
     pub name: &'static str,
-    /// What it holds, in README's column table.
+    /// What it holds, in the book's column table.
     pub meaning: &'static str,
     read: for<'a> fn(&Line<'a>) -> Value<'a>,
 }
@@ -544,10 +544,10 @@ mod tests {
         }
     }
 
-    /// README's table of columns is this list: documented once, and kept in step.
+    /// The book's table of columns is this list: documented once, and kept in step.
     #[test]
-    fn readme_lists_every_column_in_order() {
-        let readme = include_str!("../../README.md");
+    fn the_book_lists_every_column_in_order() {
+        let readme = include_str!("../../docs/src/reference/record.md");
         let documented: Vec<&str> = readme
             .lines()
             .skip_while(|l| *l != "| column | meaning |")
@@ -555,10 +555,16 @@ mod tests {
             .map_while(|l| l.strip_prefix("| `")?.split('`').next())
             .collect();
         let names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
-        assert_eq!(documented, names, "README's column table");
+        assert_eq!(
+            documented, names,
+            "docs/src/reference/record.md's column table"
+        );
         for column in COLUMNS {
             let row = format!("| `{}` | {} |", column.name, column.meaning);
-            assert!(readme.contains(&row), "README lacks the row: {row}");
+            assert!(
+                readme.contains(&row),
+                "docs/src/reference/record.md lacks the row: {row}"
+            );
         }
     }
 }

@@ -47,7 +47,7 @@ new PerformanceObserver(check).observe({type: 'paint', buffered: true});
 check();
 "#;
 
-/// The goals the page is held to (see README, Figures).
+/// The goals the page is held to (see `docs/src/benchmarks/first_load.md`).
 const GOAL_RUN_BYTES: f64 = 150_000.0;
 const GOAL_PAINT_MS: f64 = 1500.0;
 const GOAL_START_MS: f64 = 2500.0;

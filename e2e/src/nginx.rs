@@ -1,13 +1,15 @@
-//! A real nginx in front of a server, configured the way README's Deployment section says:
-//! its `location /firsttoken/ { … }` block is read from README itself at build time, so
+//! A real nginx in front of a server, configured the way the book's nginx page says
+//! (`docs/src/deploy/nginx.md`): its `location /firsttoken/ { … }` block is read from that
+//! page itself at build time, so
 //! the tests run what a user copies and the two cannot drift apart. Only `proxy_pass` is
 //! changed, to the server under test.
 //!
 //! The knobs around that block ([`NginxConfig`]) are the ones a deployment differs by:
 //! plain HTTP or TLS (with HTTP/2 or without) on nginx's side; nginx's upstream
-//! connections, one per request (README's block as written: nginx keeps no upstream
+//! connections, one per request (the book's block as written: nginx keeps no upstream
 //! connection without an `upstream { keepalive … }`) or a shared pool; and the client-port
-//! lines README's witness section gives, which make nginx report the browser's own port.
+//! lines the book's Protocols page gives (`docs/src/guide/protocols.md`), which make nginx
+//! report the browser's own port.
 //!
 //! The binary is `NGINX_BIN` (`cargo xtask test` and `cargo xtask bench field` install
 //! Debian's `nginx-light` and name it there). One process, no master: killing it when the
@@ -20,10 +22,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
-/// README, whose nginx blocks the configuration is made of.
-const README: &str = include_str!("../../README.md");
+/// The book's pages whose nginx blocks the configuration is made of.
+const DOCS: [&str; 2] = [
+    include_str!("../../docs/src/deploy/nginx.md"),
+    include_str!("../../docs/src/guide/protocols.md"),
+];
 
-/// The path prefix README's block serves.
+/// The path prefix the book's block serves.
 pub const BASE: &str = "/firsttoken";
 
 /// TLS on nginx's side: the chain and key it sends, PEM-encoded.
@@ -38,15 +43,15 @@ pub struct NginxTls {
 /// How nginx stands in front of `upstream`.
 #[derive(Debug, Clone)]
 pub struct NginxConfig {
-    /// The server README's block passes `/firsttoken/` to.
+    /// The server the book's block passes `/firsttoken/` to.
     pub upstream: SocketAddr,
     /// `None`: plain HTTP/1.1.
     pub tls: Option<NginxTls>,
     /// `Some(n)`: an `upstream` block keeping up to `n` idle connections to the server,
-    /// shared by every browser connection. `None`: README's block as written, a new
+    /// shared by every browser connection. `None`: the book's block as written, a new
     /// upstream connection for each request.
     pub pool: Option<u32>,
-    /// Adds README's client-port lines to the location: nginx reports the browser's port
+    /// Adds the book's client-port lines to the location: nginx reports the browser's port
     /// in `X-Firsttoken-Client-Port`, in place of any the server sends.
     pub client_port: bool,
     /// The port to listen on (from [`free_port`]), when the server behind must know it
@@ -62,7 +67,7 @@ pub fn free_port() -> anyhow::Result<u16> {
 }
 
 impl NginxConfig {
-    /// README's block in front of `upstream`, over plain HTTP.
+    /// the book's block in front of `upstream`, over plain HTTP.
     pub fn plain(upstream: SocketAddr) -> Self {
         Self {
             upstream,
@@ -173,10 +178,10 @@ impl Nginx {
     }
 }
 
-/// The whole `nginx.conf`: README's location block in a server on `port`.
+/// The whole `nginx.conf`: the book's location block in a server on `port`.
 fn configuration(config: &NginxConfig, port: u16, dir: &std::path::Path) -> anyhow::Result<String> {
     let d = dir.display();
-    let mut location = readme_location(config)?;
+    let mut location = book_location(config)?;
     let mut upstream = String::new();
     if let Some(keep) = config.pool {
         upstream = format!(
@@ -185,10 +190,10 @@ fn configuration(config: &NginxConfig, port: u16, dir: &std::path::Path) -> anyh
         );
     }
     if config.client_port {
-        let lines = readme_block("add_header X-Firsttoken-Client-Port")?;
+        let lines = book_block("add_header X-Firsttoken-Client-Port")?;
         let close = location
             .rfind('}')
-            .context("README's location block has no `}`")?;
+            .context("the book's location block has no `}`")?;
         let lines: String = lines.lines().map(|l| format!("    {l}\n")).collect();
         location.insert_str(close, &lines);
     }
@@ -228,9 +233,9 @@ http {{
     ))
 }
 
-/// README's `location /firsttoken/` block, its `proxy_pass` sent to `config`'s upstream.
-fn readme_location(config: &NginxConfig) -> anyhow::Result<String> {
-    let block = readme_block(&format!("location {BASE}/ {{"))?;
+/// the book's `location /firsttoken/` block, its `proxy_pass` sent to `config`'s upstream.
+fn book_location(config: &NginxConfig) -> anyhow::Result<String> {
+    let block = book_block(&format!("location {BASE}/ {{"))?;
     let upstream = match config.pool {
         Some(_) => "firsttoken_upstream".to_owned(),
         None => config.upstream.to_string(),
@@ -248,16 +253,16 @@ fn readme_location(config: &NginxConfig) -> anyhow::Result<String> {
         })
         .collect();
     if !replaced {
-        bail!("README's nginx block has no proxy_pass line: {block}");
+        bail!("the book's nginx block has no proxy_pass line: {block}");
     }
     Ok(lines.join("\n") + "\n")
 }
 
-/// The body of README's fenced `nginx` block that contains `needle`, unindented.
-fn readme_block(needle: &str) -> anyhow::Result<String> {
+/// The body of the book's fenced `nginx` block that contains `needle`, unindented.
+fn book_block(needle: &str) -> anyhow::Result<String> {
     let mut blocks = Vec::new();
     let mut current: Option<(usize, Vec<&str>)> = None;
-    for line in README.lines() {
+    for line in DOCS.iter().flat_map(|page| page.lines()) {
         let trimmed = line.trim_start();
         match &mut current {
             None if trimmed == "```nginx" => current = Some((line.len() - trimmed.len(), vec![])),
@@ -270,7 +275,7 @@ fn readme_block(needle: &str) -> anyhow::Result<String> {
         .into_iter()
         .find(|b| b.contains(needle))
         .map(|b| b + "\n")
-        .with_context(|| format!("README has no ```nginx block with {needle:?}"))
+        .with_context(|| format!("the book has no ```nginx block with {needle:?}"))
 }
 
 #[cfg(test)]
@@ -278,7 +283,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn readme_blocks_make_the_configuration() -> anyhow::Result<()> {
+    fn book_blocks_make_the_configuration() -> anyhow::Result<()> {
         let upstream: SocketAddr = "127.0.0.1:4000".parse()?;
         let dir = tempfile::tempdir()?;
         let plain = configuration(&NginxConfig::plain(upstream), 9000, dir.path())?;

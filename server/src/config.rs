@@ -557,3 +557,30 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod reference {
+    use clap::CommandFactory;
+
+    /// The book's configuration page holds `firsttoken-server --help` exactly, so the
+    /// reference an operator reads is the one the binary prints.
+    #[test]
+    fn the_books_configuration_page_is_the_help() {
+        // Exactly what `--help` prints: clap's answer to the flag itself.
+        let help = super::Config::command()
+            .try_get_matches_from(["firsttoken-server", "--help"])
+            .expect_err("--help answers with the help")
+            .to_string();
+        let page = include_str!("../../docs/src/reference/configuration.md");
+        let block = page
+            .split("```text\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .unwrap_or_default();
+        assert!(
+            block.trim_end() == help.trim_end(),
+            "docs/src/reference/configuration.md must hold `firsttoken-server --help` in its \
+             ```text block; paste this there:\n{help}"
+        );
+    }
+}

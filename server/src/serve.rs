@@ -22,7 +22,7 @@
 //! The plain listener speaks HTTP/1.1 only. Browsers never speak cleartext HTTP/2, and
 //! hyper's automatic version detection reads the first bytes before any timeout runs,
 //! so a silent socket would be held forever. A deployment that wants HTTP/2 (and should:
-//! connections are then shared) puts a TLS-terminating proxy in front, as README says.
+//! connections are then shared) puts a TLS-terminating proxy in front, as the book's deployment pages say (`docs/src/deploy/index.md`).
 
 use std::convert::Infallible;
 use std::future::Future;

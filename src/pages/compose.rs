@@ -469,10 +469,10 @@ pub fn ComposePage() -> impl IntoView {
 fn local_only_note(reach: LocalOnly) -> &'static str {
     match reach {
         LocalOnly::ThisComputer => {
-            "Only this computer can open this link: it points at a loopback address. Beta users on other machines need a firsttoken server they can reach (see Deployment in README.md)."
+            "Only this computer can open this link: it points at a loopback address. Beta users on other machines need a firsttoken server they can reach (see the book's Deployment chapter, docs/src/deploy/index.md in the repository)."
         }
         LocalOnly::LocalNetwork => {
-            "Only machines on this local network can open this link: it points at a private or local address. Beta users elsewhere need a firsttoken server they can reach (see Deployment in README.md)."
+            "Only machines on this local network can open this link: it points at a private or local address. Beta users elsewhere need a firsttoken server they can reach (see the book's Deployment chapter, docs/src/deploy/index.md in the repository)."
         }
     }
 }

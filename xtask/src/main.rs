@@ -4,6 +4,7 @@
 mod bench;
 mod build;
 mod compress;
+mod docs;
 mod floor;
 mod paint;
 mod run;
@@ -30,6 +31,8 @@ enum Command {
     Build,
     /// Formatting, clippy, native tests, browser tests in headless Chromium, end-to-end tests
     Test(test::Args),
+    /// Serve the book in docs/ on http://127.0.0.1:3000, rebuilt as you edit
+    Docs,
     /// The house rules a compiler does not check (also the first step of `test`)
     Tidy,
     /// Benchmarks that print figures: first visit, engine bias, the collector under load
@@ -46,6 +49,7 @@ fn main() -> anyhow::Result<()> {
         Command::Build => build::build(),
         Command::Test(args) => test::test(args),
         Command::Bench(args) => bench::bench(args),
+        Command::Docs => docs::serve(),
         Command::Tidy => tidy::tidy(),
     }
 }

@@ -29,11 +29,15 @@ fn all(steps: &mut Steps) -> anyhow::Result<()> {
         "house rules (//! lines, no markers, named paths exist, file sizes)",
         crate::tidy::tidy,
     )?;
-    steps.step("install missing tools", tools::ensure_for_browser)?;
+    steps.step("install missing tools", tools::ensure_for_test)?;
     steps.step("PostgreSQL for the storage tests", tools::ensure_postgres)?;
     steps.step("formatting (cargo fmt --check)", || {
         shell::run(cargo().args(["fmt", "--all", "--", "--check"]))
     })?;
+    steps.step(
+        "the book (links and anchors checked, mdbook build docs)",
+        crate::docs::build,
+    )?;
     steps.step(
         "clippy and build, native: every target, warnings denied",
         build_native,

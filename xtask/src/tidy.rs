@@ -1,8 +1,9 @@
 //! The house rules a compiler does not check, run first by `cargo xtask test` (and alone by
 //! `cargo xtask tidy`): every Rust file opens with a `//!` line saying what it is for; no
 //! unfinished-work marker or debugging macro is left in; every repository path a comment
-//! or a document names exists; and no source file grows past [`MAX_LINES`] lines of code
-//! (its `#[cfg(test)]` module and the crates' `tests/` folders aside).
+//! or a document names exists; no source file grows past [`MAX_LINES`] lines of code
+//! (its `#[cfg(test)]` module and the crates' `tests/` folders aside); and README.md stays
+//! within [`README_MAX_LINES`].
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -11,6 +12,10 @@ use anyhow::bail;
 
 /// Lines of code a source file may hold before it should be split along its seams.
 const MAX_LINES: usize = 600;
+
+/// Lines README.md may hold: what it is, the two commands, five steps to one's own
+/// endpoint, and links into the book, which holds the rest.
+const README_MAX_LINES: usize = 200;
 
 /// Folders never looked into: build output, tools' caches, the built app.
 const SKIPPED: [&str; 5] = ["target", ".git", "node_modules", "dist", ".cargo"];
@@ -34,6 +39,13 @@ pub fn tidy() -> anyhow::Result<()> {
     let mut files = Vec::new();
     walk(&root, &mut files)?;
     let mut problems = String::new();
+    let readme = std::fs::read_to_string("README.md")?.lines().count();
+    if readme > README_MAX_LINES {
+        let _ = writeln!(
+            problems,
+            "README.md: {readme} lines, more than {README_MAX_LINES}: move the detail into the book (docs/src/)"
+        );
+    }
     for path in &files {
         let shown = path.strip_prefix(".").unwrap_or(path).display().to_string();
         let text = std::fs::read_to_string(path)?;

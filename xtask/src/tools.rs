@@ -21,6 +21,8 @@ pub const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
 /// Debian's Firefox ESR, driven by geckodriver from crates.io.
 pub const FIREFOX: &str = "/usr/bin/firefox-esr";
 const GECKODRIVER_VERSION: &str = "0.37.1";
+/// mdBook builds and serves the book in `docs/`.
+const MDBOOK_VERSION: &str = "0.5.4";
 /// Debian's WebKitGTK driver, which drives WebKitGTK's MiniBrowser under `xvfb-run`.
 pub const WEBKIT_DRIVER: &str = "/usr/bin/WebKitWebDriver";
 pub const MINIBROWSER: &str = "/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser";
@@ -45,13 +47,38 @@ pub fn driver_env() -> Vec<(&'static str, std::ffi::OsString)> {
     ]
 }
 
-/// Where `cargo install` put geckodriver.
-pub fn geckodriver() -> PathBuf {
+/// Where `cargo install` puts a tool.
+fn installed(tool: &str) -> PathBuf {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
         .unwrap_or_else(|| PathBuf::from("/root/.cargo"));
-    home.join("bin/geckodriver")
+    home.join("bin").join(tool)
+}
+
+/// Where `cargo install` put geckodriver.
+pub fn geckodriver() -> PathBuf {
+    installed("geckodriver")
+}
+
+/// Where `cargo install` put mdBook.
+pub fn mdbook() -> PathBuf {
+    installed("mdbook")
+}
+
+/// mdBook from crates.io, for the book in `docs/`.
+pub fn ensure_mdbook() -> anyhow::Result<()> {
+    if !has_version(Command::new(mdbook()).arg("--version"), MDBOOK_VERSION) {
+        println!("  installing mdbook {MDBOOK_VERSION} from crates.io (about 3 minutes, once)");
+        shell::run(light_install(cargo().args([
+            "install",
+            "mdbook",
+            "--version",
+            MDBOOK_VERSION,
+            "--locked",
+        ])))?;
+    }
+    Ok(())
 }
 
 /// Where npm-installed tools live (inside target/, so `cargo clean` removes them too).
@@ -100,7 +127,10 @@ pub fn ensure_build_tools() -> anyhow::Result<()> {
         println!(
             "  installing wasm-bindgen-cli {wasm_bindgen} (about 2 minutes; brings wasm-bindgen-test-runner)"
         );
-        shell::run(cargo().args(["install", "wasm-bindgen-cli", "--version", &wasm_bindgen]))?;
+        shell::run(light_install_at(
+            cargo().args(["install", "wasm-bindgen-cli", "--version", &wasm_bindgen]),
+            LIGHT_COMPUTING,
+        ))?;
     }
     ensure_wasm_opt()?;
     Ok(())
@@ -112,6 +142,12 @@ pub fn ensure_build_tools() -> anyhow::Result<()> {
 pub fn ensure_for_browser() -> anyhow::Result<()> {
     ensure_build_tools()?;
     ensure_browsers()
+}
+
+/// What `cargo xtask test` needs: the browser tools and mdBook.
+pub fn ensure_for_test() -> anyhow::Result<()> {
+    ensure_for_browser()?;
+    ensure_mdbook()
 }
 
 /// The engines from Debian, and geckodriver from crates.io.
@@ -156,14 +192,22 @@ fn ensure_browsers() -> anyhow::Result<()> {
 
 /// A `cargo install` with the tool's release profile made cheap to build: no link-time
 /// optimisation (Trunk's own profile asks for fat LTO with one codegen unit, which took
-/// 11 min 39 s of a 23-minute first run on 2 cores), sixteen codegen units, opt-level 1.
-/// These tools spend their time waiting on cargo, wasm-bindgen and the browser, not
-/// computing, so the lighter build costs them little.
+/// 11 min 39 s of a 23-minute first run on 2 cores), sixteen codegen units, and no
+/// optimisation. Trunk, geckodriver and mdBook spend their time waiting on cargo, the
+/// browser or the disk, not computing. wasm-bindgen-cli does compute (it rewrites the
+/// app's wasm), so it gets [`LIGHT_COMPUTING`] instead.
 fn light_install(command: &mut Command) -> &mut Command {
+    light_install_at(command, "0")
+}
+
+/// The optimisation level of a lightly built tool that computes.
+const LIGHT_COMPUTING: &str = "1";
+
+fn light_install_at<'a>(command: &'a mut Command, opt_level: &str) -> &'a mut Command {
     command
         .env("CARGO_PROFILE_RELEASE_LTO", "false")
         .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
-        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "1")
+        .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", opt_level)
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
 }
 

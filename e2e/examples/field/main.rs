@@ -37,7 +37,7 @@
 //!
 //! Then the variants ([`variants`]; `FIRSTTOKEN_FIELD_VARIANTS=off` leaves them out): TLS
 //! 1.2, `Access-Control-Max-Age` absent, 5 s and 7200 s, a short keep-alive before a cold
-//! request, the client port as `0` or absent, and nginx in front (README's own block)
+//! request, the client port as `0` or absent, and nginx in front (the book's own block)
 //! reporting the browser's port or passing on the app's, each against the target's,
 //! nginx's and the link's own logs.
 

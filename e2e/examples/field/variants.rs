@@ -19,7 +19,7 @@
 //!   idle connections after 0.9 s (about as long as it waits for the other's request):
 //!   rounds where it reconnected are left out (against the target's connection numbers),
 //!   and the overhead's interval holds zero, or says that setup could not be left out;
-//! - nginx in front, with README's own block ([`proxied`]): reporting the browser's port
+//! - nginx in front, with the book's own block ([`proxied`]): reporting the browser's port
 //!   itself, or passing on the app's port of a new upstream connection per request or of a
 //!   shared pool: the witness used or switched off with its reason, against nginx's log.
 

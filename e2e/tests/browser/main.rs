@@ -7,6 +7,7 @@ mod engines;
 mod lifecycle;
 mod painted;
 mod proxy;
+mod release;
 mod results_page;
 mod study_page;
 mod target_check;

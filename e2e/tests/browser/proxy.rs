@@ -1,7 +1,7 @@
 //! firsttoken on the operator's own origin: the built app and its API under a path prefix
 //! (`--base-path /firsttoken`) behind a real nginx from Debian's packages (`cargo xtask
 //! test` installs it and names it in `NGINX_BIN`; each test starts it on a free loopback port
-//! with README's own block, `firsttoken_e2e::nginx`). A beta
+//! with the book's own block, `firsttoken_e2e::nginx`). A beta
 //! user opens the link through the proxy, measures the demo (now on the page's own origin:
 //! no CORS preflight, and the page's cookies when the study asks) and uploads.
 
@@ -363,9 +363,9 @@ async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
 }
 
 /// Over a fiber link (10 ms round trip), nginx ending TLS 1.3 in front of the app with
-/// README's block: the target check says whether the client port the target reports is
-/// the browser's. nginx reporting `$remote_port` itself (README's lines) passes; the
-/// app's own port behind nginx, from a new upstream connection per request (README's block
+/// the book's block: the target check says whether the client port the target reports is
+/// the browser's. nginx reporting `$remote_port` itself (the book's lines) passes; the
+/// app's own port behind nginx, from a new upstream connection per request (the book's block
 /// as written) or from a shared pool of them, warns with the reason and names the fix.
 /// A pool reuses one upstream connection for back-to-back requests, so only the fresh host
 /// names (new browser connections on a port already seen) show it.

@@ -274,7 +274,7 @@ async fn each_failing_line_says_why_and_what_to_add() -> anyhow::Result<()> {
     assert_line(&list, "cors", "skip", "no response could be read");
     assert_line(&list, "first_token", "skip", "did not get a response");
 
-    // No CORS at all: to this page that is the same as no server (see the README).
+    // No CORS at all: to this page that is the same as no server (see `docs/src/guide/check.md`).
     let list = check(&browser, &endpoint.url("no-cors"), None).await?;
     assert_line(&list, "reachable", "fail", "without CORS headers");
     assert_line(

@@ -214,7 +214,7 @@ async fn summary(
 
 /// Runs' sketches a summary holds before it folds them into their groups: about a
 /// megabyte. Without folding, a summary held every run's: hundreds of megabytes in the
-/// attack benchmark's largest summaries (README, "The collector under attack").
+/// attack benchmark's largest summaries (`docs/src/benchmarks/attack.md`).
 const FOLD_RUNS_AT: usize = 1024;
 
 /// Rows sent to the tallying thread at a time, and batches it may have waiting.

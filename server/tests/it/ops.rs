@@ -78,6 +78,28 @@ async fn metrics_count_uploads_by_outcome_and_time_requests_by_route() {
     }
 }
 
+/// The book's API page lists every operation of the OpenAPI document, as a row that
+/// starts with `` `METHOD path` ``.
+#[test]
+fn the_books_api_page_lists_every_operation() {
+    let doc: serde_json::Value =
+        serde_json::from_str(include_str!("../../openapi.json")).expect("openapi.json is JSON");
+    let page = include_str!("../../../docs/src/reference/api.md");
+    let mut missing = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for method in ["get", "post", "delete", "put", "patch"] {
+            let row = format!("| `{} {path}` |", method.to_uppercase());
+            if item.get(method).is_some() && !page.contains(&row) {
+                missing.push(row);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/src/reference/api.md lacks: {missing:?}"
+    );
+}
+
 #[tokio::test]
 async fn every_documented_operation_exists() {
     let t = common::sqlite().await;

@@ -1,12 +1,12 @@
 //! The variants behind nginx: the browser → the link → nginx (ending TLS 1.3, HTTP/1.1,
-//! with README's own `location /firsttoken/` block, [`firsttoken_e2e::nginx`]) → the
+//! with the book's own `location /firsttoken/` block, [`firsttoken_e2e::nginx`]) → the
 //! app, plain HTTP, under `/firsttoken`. Three ways an operator's nginx can stand there,
-//! each as README's witness section describes it:
+//! each as the book's Protocols page (`docs/src/guide/protocols.md`) describes it:
 //!
-//! - nginx reports the browser's port (README's two `add_header` lines): the port witness
+//! - nginx reports the browser's port (the book's two `add_header` lines): the port witness
 //!   is used, and agrees with the link;
 //! - the app reports its own peer's port, nginx opening a new upstream connection for each
-//!   request (README's block as written): a port per request;
+//!   request (the book's block as written): a port per request;
 //! - the same behind a shared pool of upstream connections (`upstream { keepalive 4; }`):
 //!   ports that repeat across browser connections.
 //!
