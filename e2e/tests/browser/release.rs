@@ -74,12 +74,13 @@ async fn the_release_binary_alone_serves_a_beta_users_quick_run() -> anyhow::Res
              const wasm = html.match(/[\\w-]+_bg\\.wasm/)[0];
              const r = await fetch('/' + wasm);
              await r.arrayBuffer();
-             return [r.status, r.headers.get('content-type'), r.headers.get('content-encoding'),
+             return [String(r.status), r.headers.get('content-type'), r.headers.get('content-encoding'),
                      r.headers.get('cache-control')];",
             Vec::new(),
         )
         .await?;
     let served: [Option<String>; 4] = serde_json::from_value(served.json().clone())?;
+    assert_eq!(served[0].as_deref(), Some("200"), "{served:?}");
     assert_eq!(served[1].as_deref(), Some("application/wasm"), "{served:?}");
     assert_eq!(served[2].as_deref(), Some("br"), "{served:?}");
     assert_eq!(
