@@ -107,12 +107,12 @@ pub fn ensure_build_tools() -> anyhow::Result<()> {
     if missing_slow.iter().any(|m| *m) {
         println!(
             "  First run on this machine: installing build tools from crates.io. This takes about \
-             11 minutes on 2 cores (Trunk about 9, wasm-bindgen-cli about 2), once."
+             4 minutes on 2 cores (Trunk about 2.5, wasm-bindgen-cli about 1.5), once."
         );
     }
     ensure_wasm_target()?;
     if missing_slow[0] {
-        println!("  installing trunk {TRUNK_VERSION} (about 9 minutes)");
+        println!("  installing trunk {TRUNK_VERSION} (about 2.5 minutes)");
         shell::run(light_install(cargo().args([
             "install",
             "trunk",
@@ -125,7 +125,7 @@ pub fn ensure_build_tools() -> anyhow::Result<()> {
     if missing_slow[1] {
         // Not --locked: its lockfile wants a webpki-roots release the registry lacks.
         println!(
-            "  installing wasm-bindgen-cli {wasm_bindgen} (about 2 minutes; brings wasm-bindgen-test-runner)"
+            "  installing wasm-bindgen-cli {wasm_bindgen} (about 1.5 minutes; brings wasm-bindgen-test-runner)"
         );
         shell::run(light_install_at(
             cargo().args(["install", "wasm-bindgen-cli", "--version", &wasm_bindgen]),
@@ -192,8 +192,8 @@ fn ensure_browsers() -> anyhow::Result<()> {
 
 /// A `cargo install` with the tool's release profile made cheap to build: no link-time
 /// optimisation (Trunk's own profile asks for fat LTO with one codegen unit, which took
-/// 11 min 39 s of a 23-minute first run on 2 cores), sixteen codegen units, and no
-/// optimisation. Trunk, geckodriver and mdBook spend their time waiting on cargo, the
+/// 11 min 39 s of a 23-minute first run on 2 cores; built this way, about 2 min 20 s),
+/// sixteen codegen units, and no optimisation. Trunk, geckodriver and mdBook spend their time waiting on cargo, the
 /// browser or the disk, not computing. wasm-bindgen-cli does compute (it rewrites the
 /// app's wasm), so it gets [`LIGHT_COMPUTING`] instead.
 fn light_install(command: &mut Command) -> &mut Command {

@@ -78,6 +78,33 @@ async fn metrics_count_uploads_by_outcome_and_time_requests_by_route() {
     }
 }
 
+/// The book's operations page lists every metric `/metrics` declares, with its type, as a
+/// row that starts with `` | `name` | type | ``.
+#[tokio::test]
+async fn the_books_operations_page_lists_every_metric() {
+    let t = common::sqlite().await;
+    let app = App::new(common::state(&t.db));
+    let text = app.get("/metrics").send().await.text();
+    let page = include_str!("../../../docs/src/deploy/operations.md");
+    let declared: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .collect();
+    assert!(declared.len() >= 9, "{text}");
+    let missing: Vec<String> = declared
+        .iter()
+        .filter_map(|line| {
+            let (name, kind) = line.split_once(' ')?;
+            let row = format!("| `{name}` | {kind} |");
+            (!page.contains(&row)).then_some(row)
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/src/deploy/operations.md lacks: {missing:?}"
+    );
+}
+
 /// The book's API page lists every operation of the OpenAPI document, as a row that
 /// starts with `` `METHOD path` ``.
 #[test]
