@@ -346,6 +346,33 @@ async fn a_link_the_operator_did_not_sign_never_sends_the_users_cookies() -> any
     browser.quit().await
 }
 
+/// The book's location block passes an upload as large as the collector takes: nginx's own
+/// limit is 1 MiB, and without the block's `client_max_body_size` nginx answered `413` to
+/// the longest runs before the collector saw them. A 2 MiB body that is not a run reaches
+/// the collector, which says what is wrong with it.
+#[tokio::test]
+async fn behind_nginx_a_large_upload_reaches_the_collector() -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_server, nginx) = operators_site(true).await?;
+    let body = format!("[{}0]", "0,".repeat(1024 * 1024));
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", nginx.port())).await?;
+    let head = format!(
+        "POST {BASE}/api/v1/runs HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await?;
+    let status = answer.split(' ').nth(1).unwrap_or_default();
+    assert_eq!(status, "422", "{answer}");
+    assert!(
+        answer.contains("\"error\""),
+        "the collector's own answer: {answer}"
+    );
+    Ok(())
+}
+
 /// The status of a GET, from a plain HTTP/1.0 client (not the browser). Async: the
 /// firsttoken server behind nginx runs on this test's own runtime.
 async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
