@@ -330,20 +330,16 @@ pub fn local_only(url: &str) -> Option<LocalOnly> {
         None => authority.split(':').next()?,
     };
     if let Ok(ip) = host.parse::<std::net::Ipv4Addr>() {
-        return if ip.is_loopback() || ip.is_unspecified() {
-            Some(LocalOnly::ThisComputer)
-        } else if ip.is_private() || ip.is_link_local() {
-            Some(LocalOnly::LocalNetwork)
-        } else {
-            None
-        };
+        return local_v4(ip);
     }
     if let Ok(ip) = host.parse::<std::net::Ipv6Addr>() {
-        let first = ip.segments()[0];
+        // `::ffff:127.0.0.1` is 127.0.0.1.
+        if let Some(v4) = ip.to_ipv4_mapped() {
+            return local_v4(v4);
+        }
         return if ip.is_loopback() || ip.is_unspecified() {
             Some(LocalOnly::ThisComputer)
-        } else if first & 0xfe00 == 0xfc00 || first & 0xffc0 == 0xfe80 {
-            // Unique local (fc00::/7) and link-local (fe80::/10).
+        } else if ip.is_unique_local() || ip.is_unicast_link_local() {
             Some(LocalOnly::LocalNetwork)
         } else {
             None
@@ -359,6 +355,18 @@ pub fn local_only(url: &str) -> Option<LocalOnly> {
     {
         // Multicast DNS, the names routers and private networks give, and a bare name
         // (resolved through the local network's own search domains).
+        Some(LocalOnly::LocalNetwork)
+    } else {
+        None
+    }
+}
+
+/// Where an IPv4 address can be reached from: loopback and `0.0.0.0` on this computer
+/// only, private and link-local addresses on the local network only.
+fn local_v4(ip: std::net::Ipv4Addr) -> Option<LocalOnly> {
+    if ip.is_loopback() || ip.is_unspecified() {
+        Some(LocalOnly::ThisComputer)
+    } else if ip.is_private() || ip.is_link_local() {
         Some(LocalOnly::LocalNetwork)
     } else {
         None
@@ -659,6 +667,9 @@ mod tests {
             ("http://169.254.1.1/run", near),
             ("http://[fd12:3456::1]/run", near),
             ("http://[fe80::1]/run", near),
+            ("http://[::ffff:127.0.0.1]:8080/run", this),
+            ("http://[::ffff:192.168.1.20]/run", near),
+            ("https://[::ffff:93.184.216.34]/run", None),
             ("http://laptop.local:8080/run", near),
             ("http://router.lan/run", near),
             ("http://bench/run", near),

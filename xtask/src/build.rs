@@ -81,9 +81,11 @@ pub fn release_server() -> anyhow::Result<()> {
 /// build that finished and `dist/` is still there.
 pub fn build_app() -> anyhow::Result<()> {
     let root = shell::workspace_root();
-    let fingerprint = fingerprint(&root)?;
+    let inputs = fingerprint(&root)?;
     let built = std::fs::read_to_string(stamp_path()).ok();
-    if built.as_deref() == Some(fingerprint.as_str()) && root.join("dist/index.html").is_file() {
+    // The stamp names what went in and what came out: `dist/` changed since (another tool
+    // wrote there, `trunk serve` for one) means a build too.
+    if built.as_deref() == Some(format!("{inputs}{}", output_listing(&root)).as_str()) {
         println!(
             "  nothing the app is made from changed since its last build: dist/ is current \
              (delete {} to force a build)",
@@ -95,7 +97,27 @@ pub fn build_app() -> anyhow::Result<()> {
     let _ = std::fs::remove_file(stamp_path());
     trunk_build()?;
     std::fs::create_dir_all(root.join("target"))?;
-    std::fs::write(stamp_path(), fingerprint).context("writing the app build's fingerprint")
+    std::fs::write(stamp_path(), format!("{inputs}{}", output_listing(&root)))
+        .context("writing the app build's fingerprint")
+}
+
+/// `dist/`'s files with their sizes, one a line; empty without an `index.html`, which no
+/// stamp matches.
+fn output_listing(root: &Path) -> String {
+    let dist = root.join("dist");
+    if !dist.join("index.html").is_file() {
+        return "no app built\n".into();
+    }
+    let mut files = Vec::new();
+    let _ = collect_files(&dist, &mut files);
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            let size = std::fs::metadata(f).map(|m| m.len()).unwrap_or(0);
+            format!("{} {size}\n", f.strip_prefix(root).unwrap_or(f).display())
+        })
+        .collect()
 }
 
 /// A hash of every input's path and contents, and of the tools' versions.
