@@ -193,8 +193,9 @@ pub struct Config {
     #[arg(long, env = "FIRSTTOKEN_DEMO_MAX_REQUEST_SECS", default_value_t = 120)]
     pub demo_max_request_secs: u64,
 
-    /// The token for bulk export and purge (`Authorization: Bearer …`), at least 32
-    /// characters. Without one those endpoints are off.
+    /// The operator's token (`Authorization: Bearer …`), at least 32 characters: bulk
+    /// export, purge, the sources of recent runs, and signing links; it also reads what the
+    /// results and metrics tokens read. Without one those endpoints are off.
     #[arg(long, env = "FIRSTTOKEN_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<Secret>,
 

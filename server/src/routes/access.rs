@@ -1,9 +1,9 @@
 //! Who may read and who may change: the admin token (export, purge, signing links) and the results
 //! token (summaries, the Results page). Tokens travel as `Authorization: Bearer …` and are
 //! compared as SHA-256 digests, so neither the time taken nor the answer says anything
-//! about a token's length; a network that keeps guessing wrong is refused for a while
-//! ([`crate::ADMIN_FAILURES_PER_HOUR`]), even with the right token, so guessing teaches
-//! nothing.
+//! about a token's length. A network that keeps guessing wrong is told to wait
+//! ([`crate::ADMIN_FAILURES_PER_HOUR`] wrong tokens an hour), but the right token always
+//! passes, so guesses from behind the same NAT cannot lock the operator out.
 
 use std::net::SocketAddr;
 use std::time::Instant;
