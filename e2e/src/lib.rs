@@ -25,6 +25,8 @@ pub mod endpoint;
 pub mod link;
 pub mod nginx;
 #[cfg(feature = "browser")]
+mod operator;
+#[cfg(feature = "browser")]
 pub mod target;
 #[cfg(feature = "browser")]
 pub mod tls;

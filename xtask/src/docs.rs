@@ -59,14 +59,10 @@ pub fn check_links() -> anyhow::Result<()> {
             .unwrap_or(file)
             .display()
             .to_string();
-        for (line, target) in links_in(&text) {
+        for (line, target, included) in links_in(&text) {
             links += 1;
             // An included file's text becomes the page's: it may come from anywhere.
-            let book = if text
-                .lines()
-                .nth(line - 1)
-                .is_some_and(|l| l.contains("{{#include"))
-            {
+            let book = if included {
                 Path::new("/")
             } else {
                 book.as_path()
@@ -80,7 +76,7 @@ pub fn check_links() -> anyhow::Result<()> {
     let summary = std::fs::read_to_string(&contents)?;
     let listed: BTreeSet<PathBuf> = links_in(&summary)
         .into_iter()
-        .map(|(_, target)| normalize(&book.join(target)))
+        .map(|(_, target, _)| normalize(&book.join(target)))
         .collect();
     for page in &pages {
         if *page != contents && !listed.contains(page) {
@@ -160,8 +156,9 @@ fn normalize(path: &Path) -> PathBuf {
 }
 
 /// The links of a Markdown text, with their line numbers: `[text](target)` and
-/// `![alt](target)`, outside code blocks and code spans, and `{{#include target}}`.
-fn links_in(text: &str) -> Vec<(usize, String)> {
+/// `![alt](target)`, outside code blocks and code spans, and `{{#include target}}`
+/// (marked `true`: its text becomes the page's).
+fn links_in(text: &str) -> Vec<(usize, String, bool)> {
     let mut links = Vec::new();
     let mut fenced = false;
     for (number, line) in text.lines().enumerate() {
@@ -177,6 +174,7 @@ fn links_in(text: &str) -> Vec<(usize, String)> {
             links.push((
                 number + 1,
                 target.split(':').next().unwrap_or(target).to_owned(),
+                true,
             ));
             continue;
         }
@@ -191,7 +189,7 @@ fn links_in(text: &str) -> Vec<(usize, String)> {
                 let end = rest.find(')').unwrap_or(rest.len());
                 let target = rest[..end].split_whitespace().next().unwrap_or_default();
                 if !target.is_empty() {
-                    links.push((number + 1, target.to_owned()));
+                    links.push((number + 1, target.to_owned(), false));
                 }
                 rest = &rest[end..];
             }
@@ -243,7 +241,7 @@ mod tests {
     #[test]
     fn links_are_found_outside_code_only() {
         let text = "See [a](a.md#x) and `[b](b.md)`.\n```\n[c](c.md)\n```\n![d](img/d.png)\n{{#include ../../ARCHITECTURE.md}}\n";
-        let found: Vec<String> = links_in(text).into_iter().map(|(_, t)| t).collect();
+        let found: Vec<String> = links_in(text).into_iter().map(|(_, t, _)| t).collect();
         assert_eq!(found, ["a.md#x", "img/d.png", "../../ARCHITECTURE.md"]);
     }
 

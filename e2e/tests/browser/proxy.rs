@@ -60,17 +60,7 @@ async fn make_link(browser: &Browser, page: &str, cookies: bool) -> anyhow::Resu
             .send_keys(firsttoken_e2e::ADMIN_TOKEN)
             .await?;
     }
-    driver
-        .find(By::Css("[data-testid=make-link]"))
-        .await?
-        .click()
-        .await?;
-    let link = browser
-        .wait_for_count("[data-testid=share-link]", 1, WAIT)
-        .await?[0]
-        .prop("value")
-        .await?
-        .unwrap_or_default();
+    let link = browser.make_link(WAIT).await?;
     let signed = driver
         .find(By::Css("[data-testid=link-signed]"))
         .await?

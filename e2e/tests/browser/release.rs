@@ -103,17 +103,7 @@ async fn the_release_binary_alone_serves_a_beta_users_quick_run() -> anyhow::Res
         .await?
         .click()
         .await?;
-    driver
-        .find(By::Css("[data-testid=make-link]"))
-        .await?
-        .click()
-        .await?;
-    let link = browser
-        .wait_for_count("[data-testid=share-link]", 1, WAIT)
-        .await?[0]
-        .prop("value")
-        .await?
-        .unwrap_or_default();
+    let link = browser.make_link(WAIT).await?;
     assert!(link.starts_with(&format!("{root}/run#v1.")), "{link}");
 
     // A beta user opens it, agrees, runs and uploads.

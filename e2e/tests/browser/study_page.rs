@@ -767,17 +767,7 @@ async fn the_operator_sets_and_checks_a_fresh_connection_url() -> anyhow::Result
         note.contains("leaves out the requests on new connections"),
         "{note}"
     );
-    driver
-        .find(By::Css("[data-testid=make-link]"))
-        .await?
-        .click()
-        .await?;
-    let link = browser
-        .wait_for_count("[data-testid=share-link]", 1, WAIT)
-        .await?[0]
-        .prop("value")
-        .await?
-        .unwrap_or_default();
+    let link = browser.make_link(WAIT).await?;
     let fragment = link.split_once('#').map(|(_, f)| f).unwrap_or_default();
     let study = Study::from_fragment(fragment).expect("the page makes valid links");
     assert!(

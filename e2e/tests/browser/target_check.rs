@@ -475,18 +475,7 @@ async fn each_provider_preset_passes_the_check_against_a_server_speaking_it() ->
     }
     let list = run_check(&browser, &url).await?;
     assert_line(&list, "compare_0", "pass", "first answer token");
-    browser
-        .driver
-        .find(By::Css("[data-testid=make-link]"))
-        .await?
-        .click()
-        .await?;
-    let link = browser
-        .wait_for_count("[data-testid=share-link]", 1, WAIT)
-        .await?[0]
-        .prop("value")
-        .await?
-        .unwrap_or_default();
+    let link = browser.make_link(WAIT).await?;
     let fragment = link.split_once('#').map(|(_, f)| f).unwrap_or_default();
     let study = firsttoken_core::share::Study::from_fragment(fragment)
         .map_err(|e| anyhow::anyhow!("the page made an invalid link: {e:?}"))?;
