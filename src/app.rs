@@ -4,7 +4,7 @@
 //! the server answers every app address with an app. The beta user's `/run` is its own
 //! bundle ([`RunApp`]), the operator's pages another ([`App`]).
 
-use firsttoken_core::landing;
+use firsttoken_pages::landing;
 use leptos::prelude::*;
 
 use crate::pages::{ComposePage, ResultsPage, StudyPage};

@@ -2,12 +2,9 @@
 //! the user-agent string is reduced to family, major version, OS and mobile before it is
 //! kept anywhere; the Network Information API is read where the browser has it.
 
-use firsttoken_core::client::describe;
-use firsttoken_core::schema::{NetworkReading, Unavailable};
-use firsttoken_core::{Client, NetworkLabel};
+use firsttoken_core::schema::{Client, NetworkLabel, NetworkReading, Unavailable};
+use firsttoken_pages::client::describe;
 use js_sys::Reflect;
-use leptos::prelude::*;
-use wasm_bindgen::{JsCast, JsValue};
 
 /// What the Network Information API says now, where the browser has it.
 pub fn network_reading() -> Option<NetworkReading> {
@@ -57,18 +54,16 @@ pub fn client(network: NetworkLabel, at_start: Option<NetworkReading>) -> Client
 }
 
 /// What the page reads of the browser itself and this browser does not give: the
-/// Network Information API (only Chromium has it), and IndexedDB where it failed to open.
-/// The engine adds what it lacks of Resource Timing ([`crate::engine::features`]).
-pub fn page_unavailable() -> Vec<Unavailable> {
+/// Network Information API (only Chromium has it), and IndexedDB where it failed to open
+/// (`indexed_db_open`: whether the upload queue's store opened). The engine adds what it
+/// lacks of Resource Timing ([`crate::engine::features`]).
+pub fn page_unavailable(indexed_db_open: bool) -> Vec<Unavailable> {
     let network_information = web_sys::window()
         .and_then(|w| Reflect::get(&w.navigator(), &"connection".into()).ok())
         .is_some_and(|c| c.is_object());
-    let indexed_db = crate::uploads::Uploads::get()
-        .unavailable
-        .with_untracked(Option::is_none);
     [
         (network_information, Unavailable::NetworkInformation),
-        (indexed_db, Unavailable::IndexedDb),
+        (indexed_db_open, Unavailable::IndexedDb),
     ]
     .into_iter()
     .filter(|(has, _)| !has)
@@ -109,23 +104,4 @@ pub fn app_root() -> String {
 /// measured time comes from `performance.now()`).
 pub fn unix_now_ms() -> u64 {
     js_sys::Date::now() as u64
-}
-
-/// What a rejected promise or a thrown value said: `TypeError: Failed to fetch`.
-pub fn js_error_text(value: &JsValue) -> String {
-    match value.dyn_ref::<js_sys::Error>() {
-        Some(error) => String::from(error.to_string()),
-        None => value.as_string().unwrap_or_else(|| format!("{value:?}")),
-    }
-}
-
-/// A browser API threw or rejected; the text is what it said.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct JsError(pub String);
-
-impl From<JsValue> for JsError {
-    fn from(value: JsValue) -> Self {
-        JsError(js_error_text(&value))
-    }
 }

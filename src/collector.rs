@@ -8,8 +8,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, Headers, RequestCredentials, RequestInit, Response};
 
-use crate::browser::JsError;
-use crate::platform::Scope;
+use crate::platform::{JsError, Scope};
 
 pub use firsttoken_core::share::RUNS_PATH;
 /// The collector's summary path on the app's own server.
@@ -34,7 +33,7 @@ pub struct StoredRun {
 impl StoredRun {
     /// The stored run's address on the collector whose runs endpoint is `collector`.
     pub fn absolute_url(&self, collector: &str) -> String {
-        match firsttoken_core::schema::origin_of(collector) {
+        match firsttoken_core::url::origin_of(collector) {
             Some(origin) => format!("{origin}{}", self.url),
             None => self.url.clone(),
         }
@@ -322,7 +321,7 @@ pub async fn summary(
     summary_url: &str,
     query: &str,
     token: Option<&str>,
-) -> Result<firsttoken_core::summary::Summary, SummaryError> {
+) -> Result<firsttoken_crowd::summary::Summary, SummaryError> {
     let authorization = token.map(|t| format!("Bearer {t}"));
     let headers: Vec<(&str, &str)> = authorization
         .as_deref()

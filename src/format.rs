@@ -11,7 +11,7 @@ pub fn ms(value: Option<f64>) -> String {
     }
 }
 
-pub use firsttoken_core::landing::wait;
+pub use firsttoken_pages::landing::wait;
 
 /// An error message (lower-case, no full stop, as Rust errors are) as a sentence.
 pub fn sentence(message: &str) -> String {

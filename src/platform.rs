@@ -173,3 +173,22 @@ impl Drop for Every {
         }
     }
 }
+
+/// What a rejected promise or a thrown value said: `TypeError: Failed to fetch`.
+pub fn js_error_text(value: &JsValue) -> String {
+    match value.dyn_ref::<js_sys::Error>() {
+        Some(error) => String::from(error.to_string()),
+        None => value.as_string().unwrap_or_else(|| format!("{value:?}")),
+    }
+}
+
+/// A browser API threw or rejected; the text is what it said.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct JsError(pub String);
+
+impl From<JsValue> for JsError {
+    fn from(value: JsValue) -> Self {
+        JsError(js_error_text(&value))
+    }
+}

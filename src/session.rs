@@ -4,9 +4,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use firsttoken_core::client::RenderingEngine;
-use firsttoken_core::schema::{RecordParts, run_id_from_random};
-use firsttoken_core::{NetworkLabel, Plan, Run, Sample};
+use firsttoken_core::plan::Plan;
+use firsttoken_core::schema::{NetworkLabel, RecordParts, Run, Sample, run_id_from_random};
+use firsttoken_pages::client::RenderingEngine;
 use leptos::prelude::*;
 use wasm_bindgen::prelude::*;
 
@@ -153,7 +153,7 @@ fn placement() -> Placement {
         Placement::Page
     } else if query_has("engine=worker") {
         Placement::Worker
-    } else if firsttoken_core::client::rendering_engine(&user_agent)
+    } else if firsttoken_pages::client::rendering_engine(&user_agent)
         == Some(RenderingEngine::WebKit)
     {
         Placement::Page
@@ -246,7 +246,11 @@ impl Session {
                 let mut engine = finished.engine;
                 crate::engine::features::merge(
                     &mut engine.unavailable,
-                    browser::page_unavailable(),
+                    browser::page_unavailable(
+                        crate::uploads::Uploads::get()
+                            .unavailable
+                            .with_untracked(Option::is_none),
+                    ),
                 );
                 let mut run = RecordParts {
                     run_id: run_id.clone(),

@@ -2,7 +2,7 @@
 //! string, the results token kept for the browser session, and the answers through a
 //! Leptos resource so that only the newest ask's answers are ever shown.
 
-use firsttoken_core::summary::Summary;
+use firsttoken_crowd::summary::Summary;
 use leptos::prelude::*;
 
 use crate::browser;

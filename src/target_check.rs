@@ -7,11 +7,12 @@
 //! request gets no
 //! response, a few small requests tell an unreachable server from a CORS refusal, and
 //! which header the preflight refused.
-//! [`firsttoken_core::check`] reads what they showed as a checklist.
+//! [`firsttoken_pages::check`] reads what they showed as a checklist.
 
-use firsttoken_core::Plan;
-use firsttoken_core::check::{Cors, Fresh, Observed, PREFLIGHT_WAIT_MS, Reply, preflight_headers};
-use firsttoken_core::schema::{ErrorClass, origin_of};
+use firsttoken_core::plan::Plan;
+use firsttoken_core::schema::ErrorClass;
+use firsttoken_core::url::origin_of;
+use firsttoken_pages::check::{Cors, Fresh, Observed, PREFLIGHT_WAIT_MS, Reply, preflight_headers};
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{

@@ -26,9 +26,8 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{IdbDatabase, IdbRequest, IdbTransactionMode, IdbVersionChangeEvent};
 
-use crate::browser::JsError;
 use crate::collector::{self, CollectorError, DeleteOutcome, Failure};
-use crate::platform::Scope;
+use crate::platform::{JsError, Scope};
 
 const DATABASE: &str = "firsttoken";
 const STORE: &str = "uploads";

@@ -12,11 +12,13 @@ use firsttoken::engine::{
     Controls, FromEngine, Measured, RequestSpec, RunContext, fresh_base, measure_alone, run_plan,
 };
 use firsttoken::platform::Scope;
+use firsttoken_core::plan::{Phase, Plan};
 use firsttoken_core::plan::{PhasePlan, Scenario, TargetPlan};
-use firsttoken_core::report::RunReport;
 use firsttoken_core::schema::{Client, RecordParts, Run, run_id_from_random};
-use firsttoken_core::stats::Concurrency;
-use firsttoken_core::{Dialect, ErrorClass, Phase, Plan, Sample};
+use firsttoken_core::schema::{ErrorClass, Sample};
+use firsttoken_pages::readings::Concurrency;
+use firsttoken_pages::report::RunReport;
+use firsttoken_stream::dialect::Dialect;
 use wasm_bindgen_test::*;
 
 wasm_bindgen_test_configure!(run_in_browser);

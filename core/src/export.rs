@@ -5,9 +5,9 @@
 //! that list. The collector keeps no row per sample: it stores each run's record and
 //! reads these rows back from it.
 
+use firsttoken_stream::dialect::Usage;
 use serde_json::{Map, Number, Value as Json};
 
-use crate::dialect::Usage;
 use crate::schema::{Connection, Run, Sample, Target};
 
 /// One sample of one run: what a row is made from.
@@ -436,7 +436,7 @@ mod tests {
     #[test]
     fn a_cut_off_stream_is_a_line_with_its_class_and_its_ttft() {
         let mut run = example();
-        run.samples[0].error = Some(crate::ErrorClass::Truncated);
+        run.samples[0].error = Some(crate::schema::ErrorClass::Truncated);
         let csv = samples_csv(&run);
         let line = csv.lines().nth(1).expect("a line");
         assert_eq!(field(line, "error"), "truncated");

@@ -2,9 +2,11 @@
 //! stream's metrics and how the request ended. Pure, so every error class is tested
 //! natively; the engine only fetches, reads and stamps.
 
+use firsttoken_stream::recorder::StreamMetrics;
+
 use crate::plan::Phase;
-use crate::schema::{ErrorClass, Sample, clean_text};
-use crate::stream::StreamMetrics;
+use crate::schema::{ErrorClass, Sample};
+use crate::text::clean_text;
 
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq)]

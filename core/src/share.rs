@@ -10,8 +10,9 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 
+use crate::field::ValidationError;
 use crate::plan::Plan;
-use crate::schema::ValidationError;
+use crate::study_id::{STUDY_ID_FORM, is_study_id};
 
 /// The format written and read.
 pub const VERSION: &str = "v1";
@@ -45,30 +46,6 @@ pub struct Study {
     /// page can show one link's runs alone. `None` in links made before there were ids.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub study_id: Option<String>,
-}
-
-/// How long a study id is: 16 characters of base32, 80 bits.
-pub const STUDY_ID_CHARS: usize = 16;
-/// What a study id looks like, for error messages.
-pub const STUDY_ID_FORM: &str = "16 characters, lowercase a–z and 2–7";
-/// RFC 4648's base32 alphabet, lowercase.
-const BASE32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-
-/// A study id from 10 random bytes (the caller draws them from the platform's
-/// cryptographic generator): 80 bits in 16 base32 characters, so two links never meet.
-pub fn study_id_from_random(random: [u8; 10]) -> String {
-    let bits = random
-        .iter()
-        .fold(0u128, |acc, &byte| (acc << 8) | u128::from(byte));
-    (0..STUDY_ID_CHARS)
-        .rev()
-        .map(|i| char::from(BASE32[((bits >> (5 * i)) & 31) as usize]))
-        .collect()
-}
-
-/// Whether `id` has a study id's form.
-pub fn is_study_id(id: &str) -> bool {
-    id.len() == STUDY_ID_CHARS && id.bytes().all(|b| BASE32.contains(&b))
 }
 
 /// Why a link cannot be opened.
@@ -132,7 +109,7 @@ impl Study {
             || self
                 .title
                 .chars()
-                .any(|c| c.is_control() || crate::schema::is_hidden(c))
+                .any(|c| c.is_control() || crate::text::is_hidden(c))
         {
             return fail(
                 "title",
@@ -144,7 +121,7 @@ impl Study {
             message: e.message,
         })?;
         if let Some(collector) = &self.collector
-            && crate::schema::origin_of(collector).is_none()
+            && crate::url::origin_of(collector).is_none()
         {
             return fail(
                 "collector",
@@ -191,11 +168,11 @@ impl Study {
             .iter()
             .filter(|t| t.send_cookies)
             .flat_map(|t| {
-                let origin = crate::schema::origin_of(&t.url);
+                let origin = crate::url::origin_of(&t.url);
                 std::iter::once(t.url.as_str()).chain(
                     t.probe_url
                         .as_deref()
-                        .filter(move |p| crate::schema::origin_of(p) == origin),
+                        .filter(move |p| crate::url::origin_of(p) == origin),
                 )
             })
             .collect()
@@ -377,8 +354,9 @@ impl Study {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dialect::Dialect;
     use crate::plan::TargetPlan;
+    use crate::study_id::study_id_from_random;
+    use firsttoken_stream::dialect::Dialect;
 
     fn study() -> Study {
         let target = TargetPlan::new(

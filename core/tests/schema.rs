@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use firsttoken_core::{Run, schema::MAX_SAMPLES};
+use firsttoken_core::plan::MAX_SAMPLES;
+use firsttoken_core::schema::Run;
 use serde_json::{Value, json};
 
 fn read_json(relative: &str) -> Value {
@@ -50,8 +51,8 @@ fn a_run_built_in_code_matches_the_schema() {
     run.samples[0].retry_wait_ms = Some(1000.0);
     run.samples[0].reasoning_chunks = 3;
     run.samples[0].dropped = 2;
-    run.samples[0].error = Some(firsttoken_core::ErrorClass::Truncated);
-    run.samples[0].usage = Some(firsttoken_core::Usage {
+    run.samples[0].error = Some(firsttoken_core::schema::ErrorClass::Truncated);
+    run.samples[0].usage = Some(firsttoken_stream::dialect::Usage {
         input_tokens: Some(9),
         output_tokens: Some(40),
         reasoning_tokens: Some(30),
@@ -59,7 +60,7 @@ fn a_run_built_in_code_matches_the_schema() {
     run.plan.stall_timeout_ms = Some(10_000);
     run.engine.cross_origin_isolated = Some(false);
     run.engine.unavailable = firsttoken_core::schema::Unavailable::ALL.to_vec();
-    run.targets.push(firsttoken_core::Target {
+    run.targets.push(firsttoken_core::schema::Target {
         label: "custom".into(),
         origin: "https://app.example.com".into(),
         version: None,
@@ -200,7 +201,7 @@ fn rules_beyond_the_schema_are_enforced() {
     );
     // What a target reported (an error message) is cleaned instead: never a lost run.
     assert_eq!(
-        firsttoken_core::schema::clean_text("busy\u{2066}\u{200b} now\n", 64),
+        firsttoken_core::text::clean_text("busy\u{2066}\u{200b} now\n", 64),
         "busy now "
     );
     // Missing features are listed in one order, so equal records are equal JSON.
@@ -245,7 +246,7 @@ fn rules_beyond_the_schema_are_enforced() {
         err.message.contains("no steady requests 500 at once"),
         "{err}"
     );
-    let err = check(|r| r.samples[1].phase = firsttoken_core::Phase::Cold);
+    let err = check(|r| r.samples[1].phase = firsttoken_core::plan::Phase::Cold);
     assert_eq!(
         (err.field.as_str(), err.message.as_str()),
         ("samples[1].phase", "the run's plan has no cold requests")
@@ -280,16 +281,16 @@ fn rules_beyond_the_schema_are_enforced() {
         requests_per_level: 3,
     }];
     for (i, (phase, k)) in [
-        (firsttoken_core::Phase::Warmup, 3),
-        (firsttoken_core::Phase::Concurrency, 1),
-        (firsttoken_core::Phase::Concurrency, 3),
+        (firsttoken_core::plan::Phase::Warmup, 3),
+        (firsttoken_core::plan::Phase::Concurrency, 1),
+        (firsttoken_core::plan::Phase::Concurrency, 3),
     ]
     .into_iter()
     .enumerate()
     {
         run.samples[i].phase = phase;
         run.samples[i].concurrency = k;
-        run.samples[i].batch = (phase == firsttoken_core::Phase::Concurrency).then_some(0);
+        run.samples[i].batch = (phase == firsttoken_core::plan::Phase::Concurrency).then_some(0);
     }
     assert_eq!(run.validate(), Ok(()));
     run.samples[1].concurrency = 2;
@@ -308,7 +309,7 @@ fn rules_beyond_the_schema_are_enforced() {
     let mut run: Run = serde_json::from_value(example()).expect("example");
     let one = run.samples[0].clone();
     run.samples = (0..=MAX_SAMPLES as u32)
-        .map(|i| firsttoken_core::Sample {
+        .map(|i| firsttoken_core::schema::Sample {
             index: i,
             ..one.clone()
         })

@@ -11,10 +11,10 @@
 //! the demo's own time to write its first token. Run with `cargo xtask bench
 //! fetch_options`.
 
-use firsttoken_core::stats::percentile;
 use std::time::Duration;
 
 use anyhow::Context;
+use firsttoken_crowd::stats::percentile;
 use firsttoken_e2e::browser::{Browser, DESKTOP};
 use firsttoken_e2e::{PAGE_SIDE, READER, TestServer, bench_setting};
 use serde_json::json;

@@ -12,7 +12,7 @@
 //! | `no-auth-header` | CORS that allows `content-type` but not `authorization` |
 //! | `json` | CORS, and a whole JSON answer instead of a stream |
 //! | `unauthorized` | CORS, and `401` with a JSON error |
-//! | `fixture-{name}` | CORS and timing headers, replaying `core/tests/fixtures/sse/{name}.sse` |
+//! | `fixture-{name}` | CORS and timing headers, replaying `stream/tests/fixtures/sse/{name}.sse` |
 
 use std::net::SocketAddr;
 
@@ -125,7 +125,7 @@ async fn chat(
         let body = match fixture {
             Some(name) if name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') => {
                 let path = crate::workspace_root()
-                    .join("core/tests/fixtures/sse")
+                    .join("stream/tests/fixtures/sse")
                     .join(format!("{name}.sse"));
                 match std::fs::read(&path) {
                     Ok(bytes) => bytes,

@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
-use firsttoken_core::Dialect;
 use firsttoken_core::plan::TargetPlan;
 use firsttoken_core::share::Study;
 use firsttoken_server::metrics::Metrics;
 use firsttoken_server::{AppState, Config, Db};
+use firsttoken_stream::dialect::Dialect;
 use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

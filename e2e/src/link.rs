@@ -55,13 +55,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use firsttoken_crowd::stats::SplitMix64;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
-
-use firsttoken_core::stats::SplitMix64;
 
 /// The most bytes read (and so delivered) as one chunk: 16 KiB is 131 ms at 1 Mbps, small
 /// enough for the bandwidth shaping to look smooth to a reader.

@@ -1,6 +1,6 @@
 //! The beta user's landing, painted from the link while the page's own wasm (about
 //! 300 KB) is still on its way: what will be measured, what is sent, and a Start button
-//! that waits for the app. The words are `firsttoken_core::landing`'s, the ones the app
+//! that waits for the app. The words are `firsttoken_pages::landing`'s, the ones the app
 //! shows, and the markup is the app's, so nothing moves when the app takes over: it
 //! removes `#painted` in the same task in which it mounts its own, and if the app came
 //! first, nothing is painted.
@@ -9,8 +9,9 @@
 //! app has not come after 15 s, a line under Start says the page is still loading and
 //! to reload it if Start stays grey.
 
-use firsttoken_core::NetworkLabel;
-use firsttoken_core::landing::{self, Landing, Page};
+use firsttoken_core::schema::NetworkLabel;
+use firsttoken_pages::landing;
+use firsttoken_pages::landing::{Landing, Page};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{Document, Element};

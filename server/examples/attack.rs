@@ -30,8 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use firsttoken_core::Run;
-use firsttoken_core::stats::percentile;
+use firsttoken_core::schema::Run;
+use firsttoken_crowd::stats::percentile;
 use firsttoken_server::Db;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 

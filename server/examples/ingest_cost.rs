@@ -26,7 +26,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use firsttoken_core::Run;
+use firsttoken_core::schema::Run;
 use firsttoken_server::Db;
 use firsttoken_server::db::sha256_hex;
 

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use firsttoken_core::Run;
-use firsttoken_core::stats::percentile;
+use firsttoken_core::schema::Run;
+use firsttoken_crowd::stats::percentile;
 use firsttoken_server::db::Pool;
 use firsttoken_server::{AppState, Config, Db, serve as serve_app};
 

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 use clap::{Parser, ValueEnum};
-
-use firsttoken_core::summary::{DEFAULT_MIN_RUNS, DEFAULT_MIN_SAMPLES};
+use firsttoken_crowd::summary::{DEFAULT_MIN_RUNS, DEFAULT_MIN_SAMPLES};
 
 /// firsttoken server: the collector, the demo target and the built app.
 #[derive(Debug, Clone, Parser)]
@@ -359,7 +358,7 @@ impl Config {
             ));
         }
         for prefix in &self.cookie_target_prefixes {
-            let ok = firsttoken_core::schema::origin_of(prefix).is_some()
+            let ok = firsttoken_core::url::origin_of(prefix).is_some()
                 && !prefix.contains(['?', '#', '\\']);
             if !ok {
                 return Err(ConfigError::new(

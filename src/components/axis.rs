@@ -1,6 +1,6 @@
 //! What the charts share: round axis ends, and phase names and colours.
 
-use firsttoken_core::Phase;
+use firsttoken_core::plan::Phase;
 
 /// A round axis maximum at or above `value`: 1, 2, 2.5 or 5 times a power of ten.
 pub fn nice_ceiling(value: f64) -> f64 {

@@ -3,8 +3,9 @@
 //! so text stays readable on a phone; points are zero-length round-capped lines, which
 //! stay round however the SVG is stretched.
 
-use firsttoken_core::stats::median;
-use firsttoken_core::{Phase, Sample};
+use firsttoken_core::plan::Phase;
+use firsttoken_core::schema::Sample;
+use firsttoken_crowd::stats::median;
 use leptos::prelude::*;
 
 use super::axis::{nice_ceiling, phase_title};
@@ -151,7 +152,7 @@ pub fn Timeline(
 
 /// 41 points of a set of times' empirical distribution.
 fn cdf_points(values: &[f64]) -> Vec<[f64; 2]> {
-    let sorted = firsttoken_core::stats::sorted(values);
+    let sorted = firsttoken_crowd::stats::sorted(values);
     if sorted.is_empty() {
         return Vec::new();
     }
@@ -159,7 +160,7 @@ fn cdf_points(values: &[f64]) -> Vec<[f64; 2]> {
         .filter_map(|i| {
             let fraction = f64::from(i) / 40.0;
             Some([
-                firsttoken_core::stats::percentile_sorted(&sorted, fraction * 100.0)?,
+                firsttoken_crowd::stats::percentile_sorted(&sorted, fraction * 100.0)?,
                 fraction,
             ])
         })

@@ -3,12 +3,10 @@
 //! connection cost, cold requests one by one, the app's overhead over the targets it was
 //! compared with, and the network round trip.
 
-use firsttoken_core::Run;
-use firsttoken_core::report::{ColdStart, ConnectionCost, ProbeRoundTrip, RunReport};
-use firsttoken_core::schema::EngineReport;
-use firsttoken_core::stats::{
-    Concurrency, Distribution, Estimate, LevelDegradation, MIN_BATCHES_FOR_READING, min_values_for,
-};
+use firsttoken_core::schema::{EngineReport, Run};
+use firsttoken_crowd::stats::{Distribution, Estimate, min_values_for};
+use firsttoken_pages::readings::{Concurrency, LevelDegradation, MIN_BATCHES_FOR_READING};
+use firsttoken_pages::report::{ColdStart, ConnectionCost, ProbeRoundTrip, RunReport};
 use leptos::prelude::*;
 
 use super::axis::phase_title;
@@ -252,7 +250,7 @@ fn preflight_reading(report: &RunReport) -> Option<String> {
     let steady = report
         .phases
         .iter()
-        .find(|p| p.phase == firsttoken_core::Phase::Steady)?;
+        .find(|p| p.phase == firsttoken_core::plan::Phase::Steady)?;
     match steady.preflighted? {
         0 => None,
         n => Some(format!(
@@ -263,7 +261,7 @@ fn preflight_reading(report: &RunReport) -> Option<String> {
 }
 
 /// What the compared rounds left out, after the difference.
-fn overhead_note(o: &firsttoken_core::report::Overhead) -> String {
+fn overhead_note(o: &firsttoken_pages::report::Overhead) -> String {
     if o.setup_included {
         ". Some rounds include a reconnect or a CORS preflight on one side (fewer than 3 rounds were free of both), which is no part of the app's own overhead".to_owned()
     } else if o.left_out > 0 {
@@ -278,7 +276,7 @@ fn overhead_note(o: &firsttoken_core::report::Overhead) -> String {
 
 /// The browser's network reading, when it changed during the run: the readings at the
 /// start and at the end (the crowd groups by the end's).
-fn network_change(client: &firsttoken_core::Client) -> Option<String> {
+fn network_change(client: &firsttoken_core::schema::Client) -> Option<String> {
     if client.network_changed() != Some(true) {
         return None;
     }
@@ -422,7 +420,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
         .phases
         .iter()
         .map(|p| {
-            let name = if p.phase == firsttoken_core::Phase::Compare {
+            let name = if p.phase == firsttoken_core::plan::Phase::Compare {
                 format!("{}: {}", phase_title(p.phase), p.target)
             } else {
                 phase_title(p.phase).to_owned()

@@ -1,6 +1,7 @@
 //! Every request of the run, one row each, as it finishes. Failed requests are rows too.
 
-use firsttoken_core::{Phase, Sample};
+use firsttoken_core::plan::Phase;
+use firsttoken_core::schema::Sample;
 use leptos::prelude::*;
 
 use crate::format;

@@ -4,8 +4,9 @@
 //! idle time, which are single values (ARCHITECTURE.md, "The statistics"); the p90 waits for the 10
 //! values it needs.
 
-use firsttoken_core::stats::{median, min_values_for, percentile};
-use firsttoken_core::{Phase, Sample};
+use firsttoken_core::plan::Phase;
+use firsttoken_core::schema::Sample;
+use firsttoken_crowd::stats::{median, min_values_for, percentile};
 use leptos::prelude::*;
 
 use crate::format;

@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use firsttoken_core::Plan;
+use firsttoken_core::plan::Plan;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::spawn_local;
 use web_sys::{
@@ -17,8 +17,7 @@ use super::control::Drawn;
 use super::protocol::{FromEngine, ToEngine};
 use super::runner::{Controls, run_plan};
 use super::worker::{from_js, to_js};
-use crate::browser::JsError;
-use crate::platform::Scope;
+use crate::platform::{JsError, Scope};
 
 /// A running measurement.
 pub enum Engine {

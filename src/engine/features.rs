@@ -2,8 +2,7 @@
 //! browser lacks something, the fields that depend on it are left empty and the record
 //! says why ([`Unavailable`]), so an empty field is never read as "the server sent none".
 
-use firsttoken_core::Sample;
-use firsttoken_core::schema::Unavailable;
+use firsttoken_core::schema::{Sample, Unavailable};
 use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 

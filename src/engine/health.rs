@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use firsttoken_core::stats::percentile;
+use firsttoken_crowd::stats::percentile;
 use wasm_bindgen::prelude::*;
 
 use crate::platform::Scope;

@@ -1,8 +1,8 @@
 //! The messages between the page and the engine. They cross a `postMessage` boundary as
 //! JSON strings ([`super::worker::to_js`]), so both sides share these types.
 
-use firsttoken_core::schema::EngineReport;
-use firsttoken_core::{Phase, Plan, Sample};
+use firsttoken_core::plan::{Phase, Plan};
+use firsttoken_core::schema::{EngineReport, Sample};
 use serde::{Deserialize, Serialize};
 
 /// From the page to the engine.

@@ -14,8 +14,9 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use firsttoken_core::outcome::{self, Ending, Position, ResponseHead};
-use firsttoken_core::schema::DEMO_HEADER;
-use firsttoken_core::{Dialect, Sample, StreamRecorder};
+use firsttoken_core::schema::{DEMO_HEADER, Sample};
+use firsttoken_stream::dialect::Dialect;
+use firsttoken_stream::recorder::StreamRecorder;
 use js_sys::{Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -26,8 +27,7 @@ use web_sys::{
 
 use super::control::{Cancel, InFlight, Visibility, VisibilityMark};
 use super::timing;
-use crate::browser::js_error_text;
-use crate::platform::{Every, Scope, Timeout};
+use crate::platform::{Every, Scope, Timeout, js_error_text};
 
 /// The header by which the demo target tells the client its own port.
 const CLIENT_PORT_HEADER: &str = "x-firsttoken-client-port";
@@ -256,7 +256,7 @@ impl StampedBody {
         self.unparsed_bytes = 0;
     }
 
-    fn finish(mut self) -> firsttoken_core::StreamMetrics {
+    fn finish(mut self) -> firsttoken_stream::recorder::StreamMetrics {
         self.parse();
         self.recorder.finish()
     }
@@ -388,7 +388,7 @@ pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext
             }
         })
     });
-    let origin = firsttoken_core::schema::origin_of(&spec.url);
+    let origin = firsttoken_core::url::origin_of(&spec.url);
     let preflighted = origin.as_deref() != Some(scope.origin().as_str())
         && (spec.body.is_some() || !spec.headers.is_empty());
     let timing_name = web_sys::Url::new(&spec.url).ok().map(|url| {

@@ -3,13 +3,14 @@
 //! turns), cold waits and interleaved comparisons. Each finished request is handed to
 //! the caller at once; nothing is drawn here.
 
+use std::collections::HashSet;
+
 use firsttoken_core::connections::{ConnectionLog, Witness};
 use firsttoken_core::outcome::Position;
-use firsttoken_core::plan::{PhasePlan, RunTag, batches, opening_batch};
-use firsttoken_core::schema::{Connection, EngineReport, MAX_RETRY_WAIT_MS, origin_of};
-use firsttoken_core::{Phase, Plan, Sample};
+use firsttoken_core::plan::{Phase, PhasePlan, Plan, RunTag, batches, opening_batch};
+use firsttoken_core::schema::{Connection, EngineReport, MAX_RETRY_WAIT_MS, Sample};
+use firsttoken_core::url::origin_of;
 use futures_util::future::join_all;
-use std::collections::HashSet;
 
 use super::control::{Cancel, Drawn, Visibility};
 use super::features;
@@ -565,8 +566,8 @@ fn longer_wait(so_far: f64, asked_ms: Option<f64>) -> f64 {
 
 #[cfg(test)]
 mod tests {
-    use firsttoken_core::Dialect;
     use firsttoken_core::plan::TargetPlan;
+    use firsttoken_stream::dialect::Dialect;
 
     use super::*;
 

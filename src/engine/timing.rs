@@ -139,7 +139,7 @@ fn entries_since(
 }
 
 /// One entry's connection and Server-Timing, as the browser gave them; values a record
-/// cannot hold are dropped later, and counted ([`firsttoken_core::Sample::clean`]).
+/// cannot hold are dropped later, and counted ([`firsttoken_core::schema::Sample::clean`]).
 fn read(e: &PerformanceResourceTiming) -> Timing {
     let server_timing = e
         .server_timing()

@@ -2,20 +2,20 @@
 //! The form covers the usual study; the study as JSON covers everything (several request
 //! bodies, headers, custom stream formats, hand-made phases).
 
-use firsttoken_core::Dialect;
-use firsttoken_core::check;
-use firsttoken_core::compose::{
+use firsttoken_core::share;
+use firsttoken_core::share::Study;
+use firsttoken_core::study_id::study_id_from_random;
+use firsttoken_core::url::origin_of;
+use firsttoken_pages::compose::{
     Form, LocalOnly, Page, Protocol, headers_text, local_only, loopback_fresh_url, results_of,
 };
-use firsttoken_core::presets::{KeyHeader, PRESETS, Preset};
-use firsttoken_core::qr;
-use firsttoken_core::schema::origin_of;
-use firsttoken_core::share::{self, Study, study_id_from_random};
+use firsttoken_pages::presets::{KeyHeader, PRESETS, Preset};
+use firsttoken_pages::{check, qr};
+use firsttoken_stream::dialect::Dialect;
 use leptos::prelude::*;
 
 use crate::platform::Scope;
-use crate::target_check;
-use crate::{browser, collector};
+use crate::{browser, collector, target_check};
 
 mod checklist;
 use checklist::{Checked, Checklist, link_check_note};

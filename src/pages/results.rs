@@ -6,11 +6,11 @@
 //! then asks for it once and keeps it in `sessionStorage`, so it is gone when the browser
 //! session ends and never reaches another site.
 
-use firsttoken_core::NetworkLabel;
-use firsttoken_core::Phase;
-use firsttoken_core::compare;
-use firsttoken_core::stats::min_values_for;
-use firsttoken_core::summary::{Dimension, Group, Interval, MIN_RUNS_FOR_INTERVAL, Summary};
+use firsttoken_core::plan::Phase;
+use firsttoken_core::schema::NetworkLabel;
+use firsttoken_crowd::stats::min_values_for;
+use firsttoken_crowd::summary::{Dimension, Group, Interval, MIN_RUNS_FOR_INTERVAL, Summary};
+use firsttoken_pages::compare;
 use leptos::prelude::*;
 
 use crate::components::cdf_chart::{CdfChart, Series};
@@ -328,7 +328,7 @@ fn SummaryView(summary: Summary) -> impl IntoView {
                 "Time to first token, {}. Each percentile has its 95% interval beneath it, from resampling whole runs (a run's requests share a browser, a network and a minute), once a group has {MIN_RUNS_FOR_INTERVAL} runs; groups with fewer than {} answered requests show counts only. The collector keeps each run's times as histograms, so percentiles and intervals are within {:.2}% of the exact figures; counts, minimum and maximum are exact.",
                 if dimensions.is_empty() { "all runs together".to_owned() } else { format!("by {}", dimensions.iter().map(|d| d.title().to_lowercase()).collect::<Vec<_>>().join(" and ")) },
                 summary.min_samples,
-                firsttoken_core::sketch::RELATIVE_ERROR * 100.0
+                firsttoken_crowd::sketch::RELATIVE_ERROR * 100.0
             )}
         </p>
         <p class="status" data-testid="results-weighting">

@@ -1,10 +1,12 @@
 //! The page a beta user opens from a share link: what will happen and what is uploaded,
 //! one Start button, the run live, and the results, kept and uploaded if they chose so.
 
-use firsttoken_core::landing::{self, Landing, Provenance};
-use firsttoken_core::progress::Progress;
+use firsttoken_core::plan::Plan;
+use firsttoken_core::schema::{NetworkLabel, Run};
 use firsttoken_core::share::{self, Study};
-use firsttoken_core::{NetworkLabel, Plan, Run};
+use firsttoken_pages::landing;
+use firsttoken_pages::landing::{Landing, Provenance};
+use firsttoken_pages::progress::Progress;
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;

@@ -3,6 +3,7 @@
 
 mod bench;
 mod build;
+mod circles;
 mod compress;
 mod docs;
 mod floor;
@@ -35,6 +36,8 @@ enum Command {
     Docs,
     /// The house rules a compiler does not check (also the first step of `test`)
     Tidy,
+    /// The import graph between the project's source files: its size, and any circle in it
+    Circles,
     /// Benchmarks that print figures: first visit, engine bias, the collector under load
     /// and under attack
     Bench(bench::Args),
@@ -51,5 +54,6 @@ fn main() -> anyhow::Result<()> {
         Command::Bench(args) => bench::bench(args),
         Command::Docs => docs::serve(),
         Command::Tidy => tidy::tidy(),
+        Command::Circles => circles::circles(),
     }
 }

@@ -2,8 +2,9 @@
 //! `cargo xtask tidy`): every Rust file opens with a `//!` line saying what it is for; no
 //! unfinished-work marker or debugging macro is left in; every repository path a comment
 //! or a document names exists; no source file grows past [`MAX_LINES`] lines of code
-//! (its `#[cfg(test)]` module and the crates' `tests/` folders aside); and README.md stays
-//! within [`README_MAX_LINES`].
+//! (its `#[cfg(test)]` module and the crates' `tests/` folders aside); README.md stays
+//! within [`README_MAX_LINES`]; and no two source files import from each other, however
+//! long the chain (`circles.rs`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -54,9 +55,10 @@ pub fn tidy() -> anyhow::Result<()> {
         }
         check_references(&shown, &text, &mut problems);
     }
+    problems.push_str(&crate::circles::problems()?);
     if problems.is_empty() {
         println!(
-            "{} files: each opens with //!, no markers, every named path exists, none longer than allowed",
+            "{} files: each opens with //!, no markers, every named path exists, none longer than allowed, no import circle",
             files.len()
         );
         Ok(())

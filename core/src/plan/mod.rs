@@ -8,15 +8,16 @@
 
 use std::collections::BTreeMap;
 
+use firsttoken_stream::dialect::Dialect;
 use serde::{Deserialize, Serialize};
 
-use crate::dialect::Dialect;
-use crate::schema::ValidationError;
+use crate::url::host_of;
+
+/// The most samples one run may hold: a plan may ask for no more, and a record holds no more.
+pub const MAX_SAMPLES: usize = 10_000;
 
 mod presets;
 mod validate;
-
-use validate::host_of;
 
 /// The phases of the protocol.
 #[derive(
@@ -400,7 +401,8 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::MAX_SAMPLES;
+    use crate::field::ValidationError;
+    use crate::plan::MAX_SAMPLES;
 
     fn target() -> TargetPlan {
         TargetPlan::new(
@@ -622,7 +624,7 @@ mod tests {
         );
         assert_eq!(
             check(
-                |t| t.dialect = Dialect::Custom(crate::dialect::CustomDialect {
+                |t| t.dialect = Dialect::Custom(firsttoken_stream::dialect::CustomDialect {
                     token_event: "token".into(),
                     token_pointer: "t".into(),
                     done_event: None,

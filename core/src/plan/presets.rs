@@ -1,7 +1,7 @@
 //! The plans a beta user is usually given: requests one after another, Quick (about a
 //! minute) and Session (the published investigation's protocol, about twenty minutes).
 
-use super::*;
+use crate::plan::{PhasePlan, Plan, TargetPlan};
 
 impl Plan {
     /// The main target with one scenario and no phases yet.

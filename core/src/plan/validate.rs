@@ -1,9 +1,17 @@
 //! A plan's rules: [`Plan::validate`] refuses what cannot measure what it claims, and the
 //! error names the field (`phases[2].levels[1]`, `targets[1].fresh_url`).
 
-use crate::schema::{MAX_SAMPLES, is_hidden};
+use std::collections::BTreeMap;
 
-use super::*;
+use firsttoken_stream::dialect::Dialect;
+
+use crate::field::ValidationError;
+use crate::plan::{
+    FORBIDDEN_HEADERS, HTTP1_CONNECTIONS_PER_HOST, MAX_BODY_BYTES, MAX_HEADERS, MAX_IDLE_MS,
+    MAX_LEVEL, MAX_SAMPLES, MAX_SCENARIOS, MAX_TARGETS, MAX_TIMEOUT_MS, Phase, PhasePlan, Plan,
+    RecordedPlan, RunTag, Scenario, TargetPlan,
+};
+use crate::text::is_hidden;
 
 impl Plan {
     /// Checks the plan makes sense; the error names the field (`phases[2].levels[1]`).
@@ -249,7 +257,9 @@ impl TargetPlan {
         }
         check_url("url", &self.url)?;
         if let Dialect::Custom(custom) = &self.dialect {
-            custom.validate().map_err(|e| e.within("dialect.custom"))?;
+            custom
+                .validate()
+                .map_err(|e| ValidationError::new(e.field, e.message).within("dialect.custom"))?;
         }
         if self.headers.len() > MAX_HEADERS {
             return field("headers", format!("at most {MAX_HEADERS} headers"));
@@ -362,21 +372,13 @@ fn check_url(field: &str, url: &str) -> Result<(), ValidationError> {
     }
     // A record keeps each target's origin: a URL whose origin cannot be written down
     // (a host with `_` or `%`, say) would make every run against it unstorable.
-    if crate::schema::origin_of(url).is_none() {
+    if crate::url::origin_of(url).is_none() {
         return Err(fail(format!(
             "{url:?} has no origin a record can keep: its host may use only letters, digits, \
              - and . (or be an IP address), its port 1–65535"
         )));
     }
     Ok(())
-}
-
-/// The `host[:port]` of a URL, without any user name or password.
-pub(super) fn host_of(url: &str) -> Option<String> {
-    let (_, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    (!host.is_empty()).then(|| host.to_ascii_lowercase())
 }
 
 /// A header name a page may set; `field` is where it was written.

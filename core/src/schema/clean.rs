@@ -1,39 +1,9 @@
 //! Cleaning where values enter: what a target or a browser reported that no record may
 //! hold is dropped or clipped, and counted, so a measured run is never lost to validation.
 
-use super::validate::storable_time;
-use super::*;
-
-/// Text a record can hold: control characters (a newline in a server's error message)
-/// become spaces, characters that cannot be seen or that turn the text's direction
-/// ([`is_hidden`]) are dropped, and at most `max_chars` characters are kept.
-pub fn clean_text(text: &str, max_chars: usize) -> String {
-    text.chars()
-        .filter(|c| !is_hidden(*c))
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(max_chars)
-        .collect()
-}
-
-/// A character no reader sees, or one that turns the direction of the text after it:
-/// zero-width spaces and joiners, the direction marks, embeddings, overrides and isolates,
-/// the line and paragraph separators, the soft hyphen, the byte-order mark. With them a
-/// group named `Chrome\u{200b}` looks like `Chrome` on the Results page, and `\u{202e}`
-/// shows a label backwards; no field a person types or a browser reports needs one.
-pub fn is_hidden(c: char) -> bool {
-    matches!(
-        c,
-        '\u{00ad}'
-            | '\u{061c}'
-            | '\u{180e}'
-            | '\u{200b}'..='\u{200f}'
-            | '\u{2028}'..='\u{202e}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{206f}'
-            | '\u{feff}'
-            | '\u{fff9}'..='\u{fffb}'
-    )
-}
+use crate::schema::bounds::{EFFECTIVE_TYPES, MAX_DOWNLINK_MBPS, is_protocol, storable_time};
+use crate::schema::{MAX_MS, MAX_TIMING_ENTRIES, MAX_TOKENS, Run, Sample};
+use crate::text::clean_text;
 
 impl Run {
     /// Makes the record storable without losing a measurement: every sample cleaned
@@ -82,10 +52,6 @@ fn clean_reading(
     }
 }
 
-/// What the Network Information API calls its effective connection types.
-pub(super) const EFFECTIVE_TYPES: [&str; 4] = ["slow-2g", "2g", "3g", "4g"];
-pub(super) const MAX_DOWNLINK_MBPS: f64 = 100_000.0;
-
 impl Sample {
     /// Makes the sample storable without losing the measurement: every value that
     /// [`Sample::validate`] would refuse, and that came from outside (a server's timing
@@ -128,7 +94,8 @@ impl Sample {
         }
         let gaps = self.itl_ms.len();
         self.itl_ms.retain(|gap| storable_time(*gap));
-        self.itl_ms.truncate(crate::stream::MAX_ITL_GAPS);
+        self.itl_ms
+            .truncate(firsttoken_stream::recorder::MAX_ITL_GAPS);
         dropped += (gaps - self.itl_ms.len()) as u32;
         if let Some(message) = &mut self.error_message {
             *message = clean_text(message, MAX_MESSAGE_CHARS);
@@ -235,12 +202,3 @@ pub const STEPS_PER_MS: f64 = 100.0;
 
 /// The longest error message a record keeps.
 pub const MAX_MESSAGE_CHARS: usize = 500;
-
-/// `h2`, `http/1.1`, `h3`: what `nextHopProtocol` says.
-pub(super) fn is_protocol(protocol: &str) -> bool {
-    !protocol.is_empty()
-        && protocol.len() <= 16
-        && protocol
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"/.-".contains(&b))
-}

@@ -8,29 +8,27 @@
 //! rules list (ARCHITECTURE.md, "What may leave the browser"), and nothing can be
 //! smuggled in beside it.
 
+use firsttoken_stream::dialect::{Dialect, Timings, Usage};
 use serde::{Deserialize, Serialize};
 
 use crate::connections::PortOff;
-use crate::dialect::{Dialect, Timings, Usage};
 use crate::plan::{Phase, RecordedPlan};
 
+mod bounds;
 mod clean;
 mod ids;
 mod size;
 mod validate;
 
-pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS, clean_text, is_hidden};
-pub use ids::{RecordParts, is_uuid, origin_of, run_id_from_random};
+pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS};
+pub use ids::{RecordParts, is_uuid, run_id_from_random};
 pub use size::{MAX_RECORD_BYTES, MAX_RUN_ITL_GAPS, fair_share, largest_run};
-pub use validate::ValidationError;
 
 /// The response header by which the demo target says its numbers are simulated; a run
 /// that got it is marked `target.demo` and kept out of crowd summaries.
 pub const DEMO_HEADER: &str = "x-firsttoken-demo";
 /// The schema version this crate reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
-/// The most samples one run may hold.
-pub const MAX_SAMPLES: usize = 10_000;
 /// No time in a record may reach a day: a longer wait is a broken clock, not a measurement.
 pub const MAX_MS: f64 = 86_400_000.0;
 /// Token counts above this are nonsense from a broken stream.
@@ -391,7 +389,7 @@ pub struct Sample {
     pub last_token_ms: Option<f64>,
     /// The stream ended (reader done).
     pub e2e_ms: Option<f64>,
-    /// Gaps between successive output events (at most [`crate::stream::MAX_ITL_GAPS`]).
+    /// Gaps between successive output events (at most [`firsttoken_stream::recorder::MAX_ITL_GAPS`]).
     pub itl_ms: Vec<f64>,
     /// Events with output: chunk counts are not token counts.
     pub output_chunks: u32,
@@ -504,9 +502,9 @@ pub struct ServerTimingEntry {
 
 #[cfg(test)]
 mod tests {
-    use super::ids::check_origin;
     use super::*;
-    use crate::dialect::{Timings, Usage};
+    use crate::url::{check_origin, origin_of};
+    use firsttoken_stream::dialect::{Timings, Usage};
 
     /// The Network Information API's types (`bluetooth`, `cellular`, `ethernet`, `none`,
     /// `mixed`, `other`, `unknown`, `wifi`, `wimax`): only cellular and Wi-Fi name a

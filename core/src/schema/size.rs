@@ -114,7 +114,7 @@ impl Run {
 /// every text at its longest in four-byte characters, then cleaned ([`Run::clean`]).
 pub fn largest_run(template: &Run) -> Run {
     let mut run = template.clone();
-    let requests = super::MAX_SAMPLES;
+    let requests = crate::plan::MAX_SAMPLES;
     run.plan.phases = vec![crate::plan::PhasePlan::Steady {
         requests: requests as u32,
     }];

@@ -4,41 +4,15 @@
 
 use std::fmt;
 
-use super::clean::{EFFECTIVE_TYPES, MAX_DOWNLINK_MBPS, is_protocol};
-use super::ids::check_origin;
-use super::*;
-use crate::plan::PhasePlan;
-
-/// A record that breaks a rule, with the path of the offending field
-/// (`samples[3].ttft_ms`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct ValidationError {
-    pub field: String,
-    pub message: String,
-}
-
-impl ValidationError {
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The same error for a field inside `parent`: `levels[1]` within `phases[2]` is
-    /// `phases[2].levels[1]`; an error about the whole of it names `parent` alone.
-    pub fn within(self, parent: &str) -> Self {
-        Self {
-            field: if self.field.is_empty() {
-                parent.to_owned()
-            } else {
-                format!("{parent}.{}", self.field)
-            },
-            message: self.message,
-        }
-    }
-}
+use crate::field::ValidationError;
+use crate::plan::{MAX_SAMPLES, Phase, PhasePlan};
+use crate::schema::bounds::{EFFECTIVE_TYPES, MAX_DOWNLINK_MBPS, is_protocol};
+use crate::schema::{
+    Client, EngineReport, MAX_CLOCK_STEP_MS, MAX_MESSAGE_CHARS, MAX_MS, MAX_TIMING_ENTRIES,
+    MAX_TOKENS, NetworkReading, Run, SCHEMA_VERSION, STARTED_AT_RANGE_MS, Sample, Target, is_uuid,
+};
+use crate::text::is_hidden;
+use crate::url::check_origin;
 
 /// Collects the path of the field being checked.
 struct Check<'a> {
@@ -144,11 +118,11 @@ impl Run {
         }
         top.non_empty_text("app_version", &self.app_version, 32)?;
         if let Some(id) = &self.study_id
-            && !crate::share::is_study_id(id)
+            && !crate::study_id::is_study_id(id)
         {
             return Err(top.fail(
                 "study_id",
-                format!("must be {}", crate::share::STUDY_ID_FORM),
+                format!("must be {}", crate::study_id::STUDY_ID_FORM),
             ));
         }
         if self.targets.is_empty() || self.targets.len() > 8 {
@@ -311,7 +285,7 @@ impl Target {
         if let Some(version) = &self.version {
             c.non_empty_text("version", version, 64)?;
         }
-        if let crate::dialect::Dialect::Custom(custom) = &self.dialect {
+        if let firsttoken_stream::dialect::Dialect::Custom(custom) = &self.dialect {
             custom
                 .validate()
                 .map_err(|e| c.fail(&format!("dialect.custom.{}", e.field), e.message))?;
@@ -475,10 +449,10 @@ impl Sample {
         {
             return Err(c.fail("last_token_ms", "is later than e2e_ms"));
         }
-        if self.itl_ms.len() > crate::stream::MAX_ITL_GAPS {
+        if self.itl_ms.len() > firsttoken_stream::recorder::MAX_ITL_GAPS {
             return Err(c.fail(
                 "itl_ms",
-                format!("at most {} gaps", crate::stream::MAX_ITL_GAPS),
+                format!("at most {} gaps", firsttoken_stream::recorder::MAX_ITL_GAPS),
             ));
         }
         for gap in &self.itl_ms {
@@ -552,9 +526,4 @@ impl Sample {
         }
         Ok(())
     }
-}
-
-/// Whether `value` is a time a record can hold.
-pub(super) fn storable_time(value: f64) -> bool {
-    value.is_finite() && (0.0..MAX_MS).contains(&value)
 }

@@ -3,7 +3,7 @@
 //! each block, and what the machine did during each block.
 
 use anyhow::Context;
-use firsttoken_core::stats::{BOOTSTRAP_SEED, SplitMix64, mean, percentile};
+use firsttoken_crowd::stats::{BOOTSTRAP_SEED, SplitMix64, mean, percentile};
 use serde_json::json;
 
 use super::machine::During;

@@ -44,15 +44,15 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use firsttoken_core::Run;
 use firsttoken_core::plan::{PhasePlan, Plan};
-use firsttoken_core::report::RunReport;
+use firsttoken_core::schema::Run;
 use firsttoken_core::share::Study;
-use firsttoken_core::stats::median;
+use firsttoken_crowd::stats::median;
 use firsttoken_e2e::browser::{Browser, DESKTOP};
 use firsttoken_e2e::link::{Link, Profile};
 use firsttoken_e2e::target::{FieldTarget, TargetConfig, TlsVersion};
 use firsttoken_e2e::{TestServer, bench_setting};
+use firsttoken_pages::report::RunReport;
 use serde_json::{Value, json};
 
 mod variants;
@@ -366,10 +366,10 @@ async fn one_case(
     // Each way adds up to the profile's jitter, evenly spread: a round trip on this link
     // takes its RTT plus the jitter on average.
     let rtt = profile.rtt_ms + profile.jitter_ms;
-    let steady: Vec<&firsttoken_core::Sample> = run
+    let steady: Vec<&firsttoken_core::schema::Sample> = run
         .samples
         .iter()
-        .filter(|s| s.phase == firsttoken_core::Phase::Steady && s.error.is_none())
+        .filter(|s| s.phase == firsttoken_core::plan::Phase::Steady && s.error.is_none())
         .collect();
     let engine_ttft = median(&steady.iter().filter_map(|s| s.ttft_ms).collect::<Vec<_>>());
     let engine_total = median(&steady.iter().filter_map(|s| s.e2e_ms).collect::<Vec<_>>());

@@ -27,13 +27,13 @@ use std::time::Instant;
 
 use anyhow::Context;
 use firsttoken_core::connections::PortOff;
-use firsttoken_core::plan::{PhasePlan, Plan};
-use firsttoken_core::report::RunReport;
-use firsttoken_core::{Phase, Run, Sample};
+use firsttoken_core::plan::{Phase, PhasePlan, Plan};
+use firsttoken_core::schema::{Run, Sample};
 use firsttoken_e2e::browser::{Browser, DESKTOP};
 use firsttoken_e2e::link::{ConnectionLog, Link, Profile};
 use firsttoken_e2e::target::{FieldTarget, MaxAge, PortHeader, Served, TargetConfig, TlsVersion};
 use firsttoken_e2e::{TestServer, bench_setting};
+use firsttoken_pages::report::RunReport;
 
 use super::{BODY, ms, run_in_app};
 
@@ -212,7 +212,7 @@ async fn tls12(server: &TestServer, profile: Profile) -> anyhow::Result<Vec<Chec
         .take(fresh as usize)
         .filter_map(|s| before_sent(&log, s.received))
         .collect();
-    let truth = firsttoken_core::stats::median(&truth);
+    let truth = firsttoken_crowd::stats::median(&truth);
     let report = RunReport::of(&run);
     let connection = report.connection.context("a fresh phase")?;
     let page = connection.extra_sent_ms();

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use firsttoken_core::landing::Provenance;
 use firsttoken_core::plan::{PhasePlan, Plan};
 use firsttoken_core::share::Study;
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP, PHONE};
+use firsttoken_pages::landing::Provenance;
 use serde_json::json;
 use thirtyfour::prelude::*;
 
@@ -101,7 +101,7 @@ async fn the_landing_is_painted_before_the_app_arrives_in_the_apps_words() -> an
                     !t.is_empty()
                 })
                 .await?;
-            assert_eq!(still, firsttoken_core::landing::STILL_LOADING);
+            assert_eq!(still, firsttoken_pages::landing::STILL_LOADING);
             browser
                 .screenshot("study-desktop-painted-still-loading")
                 .await?;

@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use firsttoken_core::plan::PhasePlan;
-use firsttoken_core::schema::NetworkLabel;
-use firsttoken_core::{Phase, Run};
+use firsttoken_core::plan::{Phase, PhasePlan};
+use firsttoken_core::schema::{NetworkLabel, Run};
 use firsttoken_e2e::TestServer;
 use firsttoken_e2e::browser::{Browser, DESKTOP, Engine, PHONE, Viewport};
 use thirtyfour::prelude::*;
@@ -30,7 +29,7 @@ fn run(n: u64, network: NetworkLabel, version: &str, ttft: f64) -> Run {
     run.samples = (0..20u32)
         .map(|i| {
             let t = ttft + f64::from(i * 7 % 13) * 4.0;
-            firsttoken_core::Sample {
+            firsttoken_core::schema::Sample {
                 index: i,
                 phase: Phase::Steady,
                 ttft_any_ms: Some(t),

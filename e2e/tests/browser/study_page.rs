@@ -653,7 +653,7 @@ async fn operator_makes_a_link(engine: Engine) -> anyhow::Result<()> {
     assert!(study.carries_token);
     // The link has an id of its own, and the page says where its runs will appear.
     let id = study.study_id.clone().expect("a new link has a study id");
-    assert!(firsttoken_core::share::is_study_id(&id), "{id}");
+    assert!(firsttoken_core::study_id::is_study_id(&id), "{id}");
     let results = driver
         .find(By::Css("[data-testid=link-results-href]"))
         .await?;
@@ -775,7 +775,7 @@ async fn the_operator_sets_and_checks_a_fresh_connection_url() -> anyhow::Result
             .plan
             .phases
             .iter()
-            .all(|p| p.phase() != firsttoken_core::Phase::Fresh),
+            .all(|p| p.phase() != firsttoken_core::plan::Phase::Fresh),
         "{:?}",
         study.plan.phases
     );

@@ -481,7 +481,10 @@ async fn each_provider_preset_passes_the_check_against_a_server_speaking_it() ->
         .map_err(|e| anyhow::anyhow!("the page made an invalid link: {e:?}"))?;
     let compared = &study.plan.targets[1];
     assert_eq!(compared.url, anthropic);
-    assert_eq!(compared.dialect, firsttoken_core::Dialect::Anthropic);
+    assert_eq!(
+        compared.dialect,
+        firsttoken_stream::dialect::Dialect::Anthropic
+    );
     assert_eq!(compared.headers["x-api-key"], "sk-ant-bench");
     assert_eq!(compared.headers["anthropic-version"], "2023-06-01");
     assert!(compared.scenarios[0].body.contains("max_tokens"));

@@ -8,8 +8,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use firsttoken_core::Run;
 use firsttoken_core::plan::PhasePlan;
+use firsttoken_core::schema::Run;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
@@ -178,15 +178,15 @@ pub async fn fold_breaker(target: SocketAddr, template: &Run) -> String {
     run.plan.phases = vec![PhasePlan::Steady { requests: 3000 }];
     let one = run.samples[0].clone();
     let phases = [
-        firsttoken_core::Phase::Steady,
-        firsttoken_core::Phase::Concurrency,
-        firsttoken_core::Phase::Cold,
-        firsttoken_core::Phase::Fresh,
-        firsttoken_core::Phase::Probe,
-        firsttoken_core::Phase::Compare,
+        firsttoken_core::plan::Phase::Steady,
+        firsttoken_core::plan::Phase::Concurrency,
+        firsttoken_core::plan::Phase::Cold,
+        firsttoken_core::plan::Phase::Fresh,
+        firsttoken_core::plan::Phase::Probe,
+        firsttoken_core::plan::Phase::Compare,
     ];
     run.samples = (0..3000u32)
-        .map(|i| firsttoken_core::Sample {
+        .map(|i| firsttoken_core::schema::Sample {
             index: i,
             phase: phases[i as usize % 6],
             concurrency: 1 + i % 500,

@@ -8,10 +8,11 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+use firsttoken_core::plan::Phase;
 use firsttoken_core::plan::PhasePlan;
 use firsttoken_core::schema::NetworkLabel;
-use firsttoken_core::stats::SplitMix64;
-use firsttoken_core::{Phase, Run, Sample};
+use firsttoken_core::schema::{Run, Sample};
+use firsttoken_crowd::stats::SplitMix64;
 use firsttoken_server::Db;
 
 pub const SAMPLES_PER_RUN: u32 = 100;

@@ -1,7 +1,7 @@
 //! Cells: what summaries read instead of samples, and what exports and purges choose runs
 //! by. A cell is one run's samples of one combination of the dimensions summaries group
 //! and filter by, with their count, their failures by class and sketches of their times
-//! (`firsttoken_core::sketch`), and the indexes of its samples in the run. Its samples
+//! (`firsttoken_crowd::sketch`), and the indexes of its samples in the run. Its samples
 //! share every column a filter names, so a sample matches a filter exactly when its cell
 //! does: an export takes the matching samples' indexes from the cells and their values
 //! from the run's record. The writer stores a run's cells in the transaction that stores
@@ -15,13 +15,15 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, bail};
-use firsttoken_core::sketch::Sketch;
-use firsttoken_core::summary::{Cell, counted_in_crowd};
-use firsttoken_core::{Phase, Run};
+use firsttoken_core::plan::Phase;
+use firsttoken_core::schema::Run;
+use firsttoken_crowd::sketch::Sketch;
+use firsttoken_crowd::summary::{Cell, counted_in_crowd};
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
-use super::{Dimension, Filter, Kind, Piece, Pool};
+use super::filter::group_values;
+use super::{Dimension, Filter, Piece, Pool};
 
 /// Bound parameters per cell row, and the most cell rows per INSERT
 /// (`super::statements`: every size is prepared once per connection).
@@ -35,7 +37,7 @@ const REBUILD_RUNS: usize = 200;
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct CellKey {
     pub phase: String,
-    /// [`firsttoken_core::summary::condition`]: a cold request's idle time, a fresh
+    /// [`firsttoken_core::condition::condition`]: a cold request's idle time, a fresh
     /// request's connection.
     pub condition: Option<String>,
     pub concurrency: i64,
@@ -56,7 +58,7 @@ pub(super) struct Counted<'a> {
     /// Its index in the run.
     pub index: u32,
     /// Whether the crowd's figures count it (a run counts at most
-    /// [`firsttoken_core::summary::REQUESTS_PER_RUN_PHASE`] requests of each phase); exports take every sample.
+    /// [`firsttoken_crowd::summary::REQUESTS_PER_RUN_PHASE`] requests of each phase); exports take every sample.
     pub in_crowd: bool,
     pub error: Option<&'a str>,
     pub ttft_ms: Option<f64>,
@@ -175,7 +177,7 @@ impl Ranges {
     }
 }
 
-/// The cells of a run as uploaded. Past [`firsttoken_core::summary::REQUESTS_PER_RUN_PHASE`] requests of a phase,
+/// The cells of a run as uploaded. Past [`firsttoken_crowd::summary::REQUESTS_PER_RUN_PHASE`] requests of a phase,
 /// its cells count that many, evenly spread ([`counted_in_crowd`]), and keep the indexes
 /// of all.
 pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
@@ -195,7 +197,7 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
             let target = run.target_of(s);
             let key = CellKey {
                 phase: s.phase.name().to_owned(),
-                condition: firsttoken_core::summary::condition(s),
+                condition: firsttoken_core::condition::condition(s),
                 concurrency: i64::from(s.concurrency),
                 scenario: s.scenario.clone(),
                 target_label: target.label.clone(),
@@ -324,7 +326,7 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
             .await
             .context("deleting cells without indexes")?;
         insert_cells!(tx, all);
-        if let Some(mut touch) = super::folds::touch(stored.iter().map(|s| s.1)) {
+        if let Some(mut touch) = super::days::touch(stored.iter().map(|s| s.1)) {
             touch.build().persistent(false).execute(&mut *tx).await?;
         }
         tx.commit().await.context("storing rebuilt cells")?;
@@ -414,40 +416,6 @@ pub(super) async fn summary_cells(
         }
         anyhow::Ok(())
     })
-}
-
-/// The values of `group_by` in the columns from `first` on, as text (booleans as
-/// `true`/`false`, numbers in decimal, absent as "").
-pub(super) fn group_values<R>(
-    row: &R,
-    first: usize,
-    group_by: &[Dimension],
-) -> Result<Vec<String>, sqlx::Error>
-where
-    R: Row,
-    usize: sqlx::ColumnIndex<R>,
-    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    group_by
-        .iter()
-        .enumerate()
-        .map(|(i, dimension)| {
-            let at = first + i;
-            Ok(match super::Column::kind(*dimension) {
-                Kind::Text => row.try_get::<Option<String>, _>(at)?.unwrap_or_default(),
-                Kind::Bool => row
-                    .try_get::<Option<bool>, _>(at)?
-                    .map(|b| b.to_string())
-                    .unwrap_or_default(),
-                Kind::Int => row
-                    .try_get::<Option<i64>, _>(at)?
-                    .map(|n| n.to_string())
-                    .unwrap_or_default(),
-            })
-        })
-        .collect()
 }
 
 #[cfg(test)]

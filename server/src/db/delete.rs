@@ -7,7 +7,7 @@
 use sqlx::QueryBuilder;
 
 use super::{
-    BeginWrite, Deleted, DemoSamples, Filter, Pool, constant_time_eq, filter, folds, partitions,
+    BeginWrite, Deleted, DemoSamples, Filter, Pool, constant_time_eq, days, filter, partitions,
     sha256_hex,
 };
 
@@ -29,7 +29,7 @@ pub(super) async fn delete_run(pool: &Pool, run_id: &str, token: &str) -> anyhow
                 if constant_time_eq(sha.as_bytes(), token_sha.as_bytes()) =>
             {
                 // Its day's folds hold it: they go, the day back to its cells.
-                for mut statement in folds::forget(vec![received_at_ms]) {
+                for mut statement in days::forget(vec![received_at_ms]) {
                     statement.build().execute(&mut *tx).await?;
                 }
                 for table in ["cells", "runs", "run_sources"] {
@@ -86,11 +86,11 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
             delete.push_bind(to);
             delete.build().execute(&mut *tx).await?;
             let mut delete = QueryBuilder::new("DELETE FROM days WHERE day_ms <= ");
-            delete.push_bind(to.saturating_sub(folds::DAY_MS));
+            delete.push_bind(to.saturating_sub(days::DAY_MS));
             delete.build().execute(&mut *tx).await?;
             let mut touch =
                 QueryBuilder::new("UPDATE days SET changes = changes + 1 WHERE day_ms = ");
-            touch.push_bind(folds::day_of(to - 1));
+            touch.push_bind(days::day_of(to - 1));
             touch.build().execute(&mut *tx).await?;
             for table in ["cells", "runs", "run_ids", "run_sources"] {
                 let mut delete =
@@ -143,12 +143,12 @@ pub(super) async fn purge(pool: &Pool, filter: &Filter) -> anyhow::Result<u64> {
             // back to their cells.
             let days: Vec<i64> = of_these(&format!(
                 "SELECT DISTINCT (received_at_ms / {day}) * {day} FROM runs",
-                day = folds::DAY_MS
+                day = days::DAY_MS
             ))
             .build_query_scalar()
             .fetch_all(&mut *tx)
             .await?;
-            for mut statement in folds::forget(days) {
+            for mut statement in days::forget(days) {
                 statement.build().execute(&mut *tx).await?;
             }
             for table in ["cells", "runs", "run_ids", "run_sources"] {

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use anyhow::Context;
-use firsttoken_core::Run;
 use firsttoken_core::export::Line;
+use firsttoken_core::schema::Run;
 use sqlx::QueryBuilder;
 
 use super::{Db, Filter, Pool, cells, record};

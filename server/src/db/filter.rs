@@ -2,8 +2,8 @@
 //! and the dimensions a summary groups by. A cell's samples share every value a filter
 //! names, so a sample matches a filter exactly when its cell does.
 
-pub use firsttoken_core::summary::Dimension;
-use sqlx::{Database, Encode, QueryBuilder, Type};
+pub use firsttoken_crowd::summary::Dimension;
+use sqlx::{Database, Encode, QueryBuilder, Row, Type};
 
 /// How a dimension's values are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -282,4 +282,38 @@ impl<'q, 'a, DB: Database> Clause<'q, 'a, DB> {
         self.started = true;
         self.query
     }
+}
+
+/// The values of `group_by` in the columns from `first` on, as text (booleans as
+/// `true`/`false`, numbers in decimal, absent as "").
+pub(super) fn group_values<R>(
+    row: &R,
+    first: usize,
+    group_by: &[Dimension],
+) -> Result<Vec<String>, sqlx::Error>
+where
+    R: Row,
+    usize: sqlx::ColumnIndex<R>,
+    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    group_by
+        .iter()
+        .enumerate()
+        .map(|(i, dimension)| {
+            let at = first + i;
+            Ok(match Column::kind(*dimension) {
+                Kind::Text => row.try_get::<Option<String>, _>(at)?.unwrap_or_default(),
+                Kind::Bool => row
+                    .try_get::<Option<bool>, _>(at)?
+                    .map(|b| b.to_string())
+                    .unwrap_or_default(),
+                Kind::Int => row
+                    .try_get::<Option<i64>, _>(at)?
+                    .map(|n| n.to_string())
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
 }

@@ -1,5 +1,5 @@
 //! Folds: each closed day's runs folded ahead from their cells, so a summary over a year
-//! reads a few thousand rows instead of a million runs' cells (`firsttoken_core::fold`
+//! reads a few thousand rows instead of a million runs' cells (`firsttoken_crowd::fold`
 //! says what a fold keeps and why its numbers are the ones its runs give one by one).
 //!
 //! A fold adds up only with folds of other runs, and a summary groups and filters by any
@@ -29,18 +29,14 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
-use firsttoken_core::fold::Fold;
-use firsttoken_core::sketch::Sketch;
-use firsttoken_core::summary::Cell;
+use firsttoken_crowd::fold::Fold;
+use firsttoken_crowd::sketch::Sketch;
 use futures_util::TryStreamExt;
-use sqlx::{Database, Encode, QueryBuilder, Row, Type};
+use sqlx::{QueryBuilder, Row};
 
-use super::{Dimension, Filter, Pool};
+use super::days::{DAY_MS, SETTLE_MS, day_of};
+use super::{Dimension, Filter, Piece, Pool};
 
-pub const DAY_MS: i64 = 86_400_000;
-/// A day is folded once it has been over for this long (uploads in flight at midnight
-/// land first; one landing later only sends the day back to its cells for a while).
-pub const SETTLE_MS: i64 = 10 * 60 * 1000;
 /// Runs folded at a time into a row's fold while a day is folded.
 const RUNS_PER_STEP: usize = 4_096;
 /// Rows per INSERT of folds (16 parameters each).
@@ -65,63 +61,6 @@ const VARYING: [Dimension; 6] = [
 ];
 const DEMO: i64 = 1 << 6;
 const ALL_VARYING: i64 = (1 << 7) - 1;
-
-/// A part of a summary: a run's samples of a combination, or runs folded ahead, with its
-/// group's values of the dimensions grouped by.
-#[derive(Debug)]
-pub enum Piece {
-    Cell(Cell),
-    Fold(Vec<String>, Fold),
-}
-
-/// The UTC day `ms` falls in, by its first millisecond.
-pub fn day_of(ms: i64) -> i64 {
-    ms.div_euclid(DAY_MS) * DAY_MS
-}
-
-/// The statement that counts a change to each of `days` (first milliseconds, any order,
-/// repeats allowed); `None` without days.
-pub(super) fn touch<'a, DB: Database>(
-    days: impl IntoIterator<Item = i64>,
-) -> Option<QueryBuilder<'a, DB>>
-where
-    i64: 'a + Encode<'a, DB> + Type<DB>,
-{
-    let mut days: Vec<i64> = days.into_iter().map(day_of).collect();
-    days.sort_unstable();
-    days.dedup();
-    if days.is_empty() {
-        return None;
-    }
-    let mut upsert = QueryBuilder::new("INSERT INTO days (day_ms, changes) ");
-    upsert.push_values(days, |mut row, day| {
-        row.push_bind(day).push("1");
-    });
-    upsert.push(" ON CONFLICT (day_ms) DO UPDATE SET changes = days.changes + 1");
-    Some(upsert)
-}
-
-/// The statements that count a change to each of `days` and delete their folds, for a
-/// transaction that deletes runs received on them: the runs' ids and histograms go with
-/// them, not at the next folding.
-pub(super) fn forget<'a, DB: Database>(days: Vec<i64>) -> Vec<QueryBuilder<'a, DB>>
-where
-    i64: 'a + Encode<'a, DB> + Type<DB>,
-{
-    let mut days: Vec<i64> = days.into_iter().map(day_of).collect();
-    days.sort_unstable();
-    days.dedup();
-    let Some(touch) = touch(days.iter().copied()) else {
-        return Vec::new();
-    };
-    let mut delete = QueryBuilder::new("DELETE FROM folds WHERE day_ms IN (");
-    let mut list = delete.separated(", ");
-    for day in days {
-        list.push_bind(day);
-    }
-    delete.push(")");
-    vec![touch, delete]
-}
 
 /// Which of the varying dimensions (bits as `varies`) a summary grouping by `group_by`
 /// and filtering by `filter` names: it reads rows that merge all others.
@@ -575,7 +514,7 @@ pub(super) async fn summary_folds(
             let bytes: Vec<u8> = row.try_get(0)?;
             let fold = Fold::decode(&bytes).context("a day's fold")?;
             pieces.push(Piece::Fold(
-                super::cells::group_values(&row, 1, group_by)?,
+                super::filter::group_values(&row, 1, group_by)?,
                 fold,
             ));
             if pieces.len() == batch {

@@ -11,16 +11,26 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use firsttoken_core::Run;
+use firsttoken_core::schema::Run;
 use sha2::{Digest, Sha256};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 use sqlx::{QueryBuilder, Row};
 
+pub use days::{DAY_MS, SETTLE_MS, day_of};
 pub use export::ExportRun;
 pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
-pub use firsttoken_core::summary::Cell;
-pub use folds::{DAY_MS, Folded, MOST_ROWS, Piece, SETTLE_MS, day_of};
+use firsttoken_crowd::fold::Fold;
+pub use firsttoken_crowd::summary::Cell;
+pub use folds::{Folded, MOST_ROWS};
+
+/// A part of a summary: a run's samples of a combination, or runs folded ahead, with its
+/// group's values of the dimensions grouped by.
+#[derive(Debug)]
+pub enum Piece {
+    Cell(Cell),
+    Fold(Vec<String>, Fold),
+}
 
 /// Runs `$body` with `$pool` bound to whichever pool `$db` (a [`Db`] or a [`Pool`])
 /// holds. The body is compiled once per backend, so it may use each backend's own types.
@@ -34,6 +44,7 @@ macro_rules! with_pool {
 }
 
 mod cells;
+mod days;
 mod delete;
 mod export;
 mod folds;

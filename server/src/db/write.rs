@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::Context;
-use firsttoken_core::Run;
+use firsttoken_core::schema::Run;
 use sqlx::QueryBuilder;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{Pool, Stored, cells, folds};
+use super::{Pool, Stored, cells, days};
 
 /// Uploads waiting for the writer. A full queue makes the next upload wait (its handler
 /// holds it); with at most this many queued, memory stays bounded by the upload size.
@@ -315,7 +315,7 @@ async fn write(pool: &Pool, uploads: &[&Upload]) -> anyhow::Result<Vec<Stored>> 
         let cells: Vec<&cells::CellRow> = new.iter().flat_map(|u| &u.cells).collect();
         cells::insert_cells!(tx, cells);
         // A change to each new run's day: folds made of the day before it are not read.
-        if let Some(mut touch) = folds::touch(new.iter().map(|u| u.received_at_ms)) {
+        if let Some(mut touch) = days::touch(new.iter().map(|u| u.received_at_ms)) {
             touch
                 .build()
                 .persistent(false)

@@ -31,7 +31,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
 use firsttoken_core::schema::DEMO_HEADER;
-use firsttoken_core::stats::SplitMix64;
+use firsttoken_crowd::stats::SplitMix64;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio::time::{Instant, sleep, sleep_until};

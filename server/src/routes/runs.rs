@@ -4,7 +4,6 @@
 //! `GET /api/v1/ping` answers the engine's round-trip probes.
 
 use std::net::SocketAddr;
-
 use std::time::Duration;
 
 use axum::body::Body;
@@ -13,8 +12,7 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Extension, Json, Router};
-use firsttoken_core::Run;
-use firsttoken_core::schema::{MAX_RECORD_BYTES, is_uuid};
+use firsttoken_core::schema::{MAX_RECORD_BYTES, Run, is_uuid};
 use serde::Serialize;
 
 use crate::AppState;

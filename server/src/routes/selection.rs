@@ -1,7 +1,7 @@
 //! The query parameters summaries, exports and purges share: which samples
 //! (`network=cellular&phase=steady&from=2026-11-01`), and for summaries how to group them.
 
-use firsttoken_core::Phase;
+use firsttoken_core::plan::Phase;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use time::macros::format_description;

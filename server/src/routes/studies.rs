@@ -78,7 +78,7 @@ async fn sign(
     if study.study_id.is_none() {
         let mut random = [0u8; 10];
         getrandom::fill(&mut random).map_err(|e| anyhow::anyhow!("no random bytes: {e}"))?;
-        study.study_id = Some(share::study_id_from_random(random));
+        study.study_id = Some(firsttoken_core::study_id::study_id_from_random(random));
     }
     study.validate().map_err(|e| AppError::Invalid {
         message: e.to_string(),

@@ -33,6 +33,7 @@ use axum::extract::{Query, State};
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use firsttoken_crowd::summary::{Accumulator, Dimension, Summary};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::access::{self, Access, Peer};
@@ -41,7 +42,6 @@ use crate::AppState;
 use crate::db::{Filter, Piece};
 use crate::error::AppError;
 use crate::limit::RateLimiter;
-use firsttoken_core::summary::{Accumulator, Dimension, Summary};
 
 /// Summaries computed at once. Each holds its groups' folds, and the sketches of up to
 /// [`FOLD_RUNS_AT`] runs not yet folded, so this bounds what worst-case queries can make

@@ -4,11 +4,11 @@
 
 use std::collections::BTreeSet;
 
-use crate::common;
-
-use firsttoken_core::Phase;
-use firsttoken_core::Run;
+use firsttoken_core::plan::Phase;
+use firsttoken_core::schema::Run;
 use firsttoken_server::db::{Dimension, ExportRun, Filter, Pool, Value};
+
+use crate::common;
 
 /// Every request was a row of `samples` until an upload's cost was mostly those rows:
 /// no table holds one now, on either database (days and their folds hold a row per day
@@ -184,7 +184,7 @@ async fn records_are_stored_compressed_and_old_ones_still_read() {
         let mut records = Vec::new();
         for n in [1, 2] {
             let run = common::run_with(n, |r| r["targets"][0]["demo"] = false.into());
-            let run: firsttoken_core::Run = serde_json::from_value(run).expect("a run");
+            let run: firsttoken_core::schema::Run = serde_json::from_value(run).expect("a run");
             let record = serde_json::to_string(&run).expect("serializes");
             t.db.insert_run(&run, &record, 1_796_000_000_000, None)
                 .await

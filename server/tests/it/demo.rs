@@ -2,15 +2,16 @@
 //! the browser engine would. Most tests call it in-process; those about what a client
 //! sees of the connection (timing, its port, a dropped connection) use a real port.
 
-use crate::common;
-
 use std::time::Instant;
 
-use crate::common::App;
 use axum::http::Method;
-use firsttoken_core::{Dialect, StreamRecorder};
+use firsttoken_stream::dialect::Dialect;
+use firsttoken_stream::recorder::StreamRecorder;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
+
+use crate::common;
+use crate::common::App;
 
 /// A fresh in-process server, the demo's path with `query`, and the guard of its
 /// database.

@@ -3,10 +3,10 @@
 //! that arrived in the same millisecond; and a download that stalls holds no read
 //! transaction.
 
-use crate::common;
-
-use firsttoken_core::Run;
+use firsttoken_core::schema::Run;
 use firsttoken_server::db::{DemoSamples, ExportRun, Filter, Pool};
+
+use crate::common;
 
 /// `count` runs, three to a millisecond, stored straight into the database; their ids
 /// in the order an export gives them (arrival, then id).

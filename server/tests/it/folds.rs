@@ -4,11 +4,11 @@
 //! as real ones do (warm-up, steady and concurrency phases, two scenarios, a second
 //! target), which is what folds must keep apart.
 
-use firsttoken_core::plan::PhasePlan;
-use firsttoken_core::schema::{ErrorClass, NetworkLabel, Target};
-use firsttoken_core::{Phase, Run};
-use firsttoken_server::db::{DAY_MS, Db, Filter, Pool, Stored, Table, Value as FilterValue};
-use firsttoken_server::db::{Dimension, day_of};
+use firsttoken_core::plan::{Phase, PhasePlan};
+use firsttoken_core::schema::{ErrorClass, NetworkLabel, Run, Target};
+use firsttoken_server::db::{
+    DAY_MS, Db, Dimension, Filter, Pool, Stored, Table, Value as FilterValue, day_of,
+};
 use serde_json::Value;
 
 use crate::common::{self, App};
@@ -39,7 +39,7 @@ fn run(n: u64) -> Run {
     let base = [300.0, 900.0, 500.0][(n % 3) as usize];
     let answered = |i: u64, phase: Phase| {
         let ttft = base + ((n * 13 + i * 37) % 200) as f64;
-        firsttoken_core::Sample {
+        firsttoken_core::schema::Sample {
             phase,
             ttft_any_ms: Some(ttft),
             ttft_ms: Some(ttft),
@@ -63,7 +63,7 @@ fn run(n: u64) -> Run {
         samples.push(s);
     }
     for i in 9..=10 {
-        samples.push(firsttoken_core::Sample {
+        samples.push(firsttoken_core::schema::Sample {
             concurrency: 2,
             ..answered(i * 3, Phase::Concurrency)
         });
@@ -79,7 +79,7 @@ fn run(n: u64) -> Run {
     if n.is_multiple_of(5) {
         run.targets.push(direct);
         for i in 11..=13 {
-            samples.push(firsttoken_core::Sample {
+            samples.push(firsttoken_core::schema::Sample {
                 target: 1,
                 ..answered(i, Phase::Compare)
             });

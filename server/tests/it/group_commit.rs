@@ -4,11 +4,11 @@
 //! The tests run on Tokio's single-threaded runtime, where every upload is queued before
 //! the writer task first runs: so "together" is certain, not a matter of timing.
 
-use crate::common;
-
-use firsttoken_core::Run;
+use firsttoken_core::schema::Run;
 use firsttoken_server::db::{Stored, Table};
 use futures_util::future::join_all;
+
+use crate::common;
 
 fn run(n: u64) -> Run {
     serde_json::from_value(common::run_with(n, |_| {})).expect("a valid run")

@@ -101,7 +101,7 @@ async fn the_largest_run_the_page_makes_is_stored_under_the_default_limit() {
         ..common::config()
     };
     let app = App::new(common::state_with(&t.db, config));
-    let example: firsttoken_core::Run =
+    let example: firsttoken_core::schema::Run =
         serde_json::from_value(common::example_run()).expect("a run");
     let largest = largest_run(&example);
     let body = serde_json::to_vec(&largest).expect("json");

@@ -5,18 +5,18 @@
 //! over raw sockets, since a polite HTTP client cannot misbehave the way these tests need;
 //! the others call the app in-process.
 
-use crate::common;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use crate::common::App;
 use axum::http::Method;
 use firsttoken_server::Config;
 use firsttoken_server::config::Demo;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use crate::common;
+use crate::common::App;
 
 /// A server configured by `config` on a real port, and the database it keeps.
 async fn server(config: Config) -> (SocketAddr, common::TestDb) {
@@ -506,12 +506,12 @@ async fn summaries_take_turns_and_never_hold_up_uploads_or_health() {
 
 /// `runs` runs of 100 samples each, on six networks, stored straight into the database.
 async fn seed(t: &common::TestDb, runs: u64) {
-    let mut run: firsttoken_core::Run =
+    let mut run: firsttoken_core::schema::Run =
         serde_json::from_value(common::example_run()).expect("example");
     run.targets[0].demo = false;
     let sample = run.samples[0].clone();
     run.samples = (0..100)
-        .map(|i| firsttoken_core::Sample {
+        .map(|i| firsttoken_core::schema::Sample {
             index: i,
             ..sample.clone()
         })
@@ -519,7 +519,7 @@ async fn seed(t: &common::TestDb, runs: u64) {
     run.plan.phases = vec![firsttoken_core::plan::PhasePlan::Steady { requests: 100 }];
     for n in 0..runs {
         run.run_id = format!("00000000-0000-4000-8000-{:012x}", 1000 + n);
-        run.client.network = firsttoken_core::NetworkLabel::ALL[(n % 6) as usize];
+        run.client.network = firsttoken_core::schema::NetworkLabel::ALL[(n % 6) as usize];
         let record = serde_json::to_string(&run).expect("json");
         t.db.insert_run(&run, &record, 1_796_000_000_000, None)
             .await

@@ -1,11 +1,11 @@
 //! PostgreSQL's monthly partitions of runs and cells: made ahead, rows outside them kept
 //! and moved in when their month is made, whole months dropped by an age purge.
 
-use crate::common;
-
-use firsttoken_core::Run;
+use firsttoken_core::schema::Run;
 use firsttoken_server::db::partitions::Month;
 use firsttoken_server::db::{DemoSamples, Filter, Pool, Stored, Table};
+
+use crate::common;
 
 /// A UTC date's first millisecond.
 fn ms(year: i32, month: u8, day: u8) -> i64 {

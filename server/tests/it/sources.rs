@@ -2,12 +2,12 @@
 //! day, two days at most: the operator lists the busiest sources and purges one, and
 //! the collector never keeps an address. On SQLite and PostgreSQL.
 
-use crate::common;
-
 use std::net::SocketAddr;
 
-use crate::common::App;
 use firsttoken_server::db::{DAY_MS, Db, sources};
+
+use crate::common;
+use crate::common::App;
 
 async fn upload_from(app: &App, n: u64, address: &str) {
     let peer: SocketAddr = SocketAddr::new(address.parse().expect("an address"), 40000);
@@ -127,7 +127,8 @@ async fn tags_change_every_day_and_are_forgotten_with_their_keys() {
         assert_ne!(today, three_days_ago, "{}: a day's key is its own", t.name);
         let run = |n: u64| {
             let value = common::run_with(n, |_| {});
-            let run: firsttoken_core::Run = serde_json::from_value(value.clone()).expect("a run");
+            let run: firsttoken_core::schema::Run =
+                serde_json::from_value(value.clone()).expect("a run");
             (run, value.to_string())
         };
         let (old, old_record) = run(1);

@@ -63,7 +63,10 @@ async fn the_operators_link_is_signed_and_anyone_elses_is_not() {
         let signed = signed.json();
         let fragment = signed["fragment"].as_str().expect("a fragment").to_owned();
         let study_id = signed["study_id"].as_str().expect("an id made for it");
-        assert!(firsttoken_core::share::is_study_id(study_id), "{study_id}");
+        assert!(
+            firsttoken_core::study_id::is_study_id(study_id),
+            "{study_id}"
+        );
         assert_eq!(signed["path"], format!("/run#{fragment}"));
         let answer = check(&app, &fragment).await;
         assert_eq!(answer["signed"], true, "{}: {answer}", t.name);

@@ -1,17 +1,16 @@
 //! Summaries equal the core crate's statistics applied to the same samples, on SQLite and
 //! on PostgreSQL.
 
-use crate::common;
-
-use crate::common::App;
-use firsttoken_core::plan::PhasePlan;
-use firsttoken_core::schema::{ErrorClass, NetworkLabel};
-use firsttoken_core::sketch::RELATIVE_ERROR;
-use firsttoken_core::stats::{self, BOOTSTRAP_SEED};
-use firsttoken_core::summary;
-use firsttoken_core::{Phase, Run, Sample};
+use firsttoken_core::plan::{Phase, PhasePlan};
+use firsttoken_core::schema::{ErrorClass, NetworkLabel, Run, Sample};
+use firsttoken_crowd::sketch::RELATIVE_ERROR;
+use firsttoken_crowd::stats::BOOTSTRAP_SEED;
+use firsttoken_crowd::{stats, summary};
 use firsttoken_server::db::Pool;
 use serde_json::Value;
+
+use crate::common;
+use crate::common::App;
 
 /// Runs `$body` with `$p` bound to the test database's pool, whichever backend it is.
 macro_rules! with_pool {

@@ -6,14 +6,14 @@
 //! their days are folded as those of the same runs uploaded now; and on PostgreSQL each
 //! run lands in its month's partitions.
 
-use crate::common;
-
-use firsttoken_core::Run;
-use firsttoken_core::sketch::Sketch;
+use firsttoken_core::schema::Run;
+use firsttoken_crowd::sketch::Sketch;
 use firsttoken_server::Db;
 use firsttoken_server::db::partitions::Month;
 use firsttoken_server::db::{Pool, Stored, Table};
 use sqlx::QueryBuilder;
+
+use crate::common;
 
 /// The last migration before this version's schema.
 const BEFORE: i64 = 8;

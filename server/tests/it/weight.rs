@@ -2,10 +2,10 @@
 //! 120 requests of each phase (evenly spread over it), however many it carries, and the
 //! export still holds every one. On SQLite and PostgreSQL.
 
+use firsttoken_crowd::summary::REQUESTS_PER_RUN_PHASE;
 use serde_json::{Value, json};
 
 use crate::common::{self, App};
-use firsttoken_core::summary::REQUESTS_PER_RUN_PHASE;
 
 /// A non-demo run of `requests` steady requests, each with a TTFT of `ttft_ms`.
 fn run_of(n: u64, requests: usize, ttft_ms: f64) -> Value {
@@ -72,7 +72,7 @@ async fn one_run_counts_at_most_120_requests_of_a_phase() {
 /// then every few, exactly the cap's number.
 #[test]
 fn the_requests_counted_are_spread_evenly() {
-    use firsttoken_core::summary::counted_in_crowd;
+    use firsttoken_crowd::summary::counted_in_crowd;
     for of in [1, 119, 120, 121, 240, 1000, 10_000] {
         let kept: Vec<usize> = (0..of).filter(|&r| counted_in_crowd(r, of)).collect();
         assert_eq!(kept.len(), of.min(REQUESTS_PER_RUN_PHASE), "{of}");

@@ -16,7 +16,7 @@ async fn store(db: &firsttoken_server::Db, n: u64, network: &str, at_ms: i64) {
         r["client"]["network"] = json!(network);
         r["targets"][0]["demo"] = json!(false);
     });
-    let run: firsttoken_core::Run = serde_json::from_value(record.clone()).expect("a run");
+    let run: firsttoken_core::schema::Run = serde_json::from_value(record.clone()).expect("a run");
     db.insert_run(&run, &record.to_string(), at_ms, None)
         .await
         .expect("stored");
@@ -41,7 +41,7 @@ fn group<'a>(summary: &'a Value, network: &str) -> &'a Value {
 async fn a_narrow_window_cannot_single_out_a_run() {
     for t in common::databases().await {
         let config = firsttoken_server::Config {
-            min_runs: firsttoken_core::summary::DEFAULT_MIN_RUNS,
+            min_runs: firsttoken_crowd::summary::DEFAULT_MIN_RUNS,
             ..common::config()
         };
         let app = App::new(common::state_with(&t.db, config));

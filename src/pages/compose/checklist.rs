@@ -1,7 +1,7 @@
 //! The target check on the Compose page: its state, its checklist (a line per thing a run
 //! needs, with what was seen and the headers that fix it) and what the link card says of it.
 
-use firsttoken_core::check::{Line, Verdict};
+use firsttoken_pages::check::{Line, Verdict};
 use leptos::prelude::*;
 
 /// The target check's state on the page.
@@ -27,7 +27,7 @@ pub(super) fn Checklist(checked: Checked) -> impl IntoView {
             return view! {
                 <section class="checklist wide" data-testid="target-check" data-state="running" aria-live="polite">
                     <h3>"Checking the target"</h3>
-                    <p class="status">{format!("Sending one request of the study to {url} from this browser, then, for another origin, the same once more after {} s (is the preflight's answer kept?)…", firsttoken_core::check::PREFLIGHT_WAIT_MS / 1000)}</p>
+                    <p class="status">{format!("Sending one request of the study to {url} from this browser, then, for another origin, the same once more after {} s (is the preflight's answer kept?)…", firsttoken_pages::check::PREFLIGHT_WAIT_MS / 1000)}</p>
                 </section>
             }
             .into_any();

@@ -117,7 +117,7 @@ async fn one_way(
         .take(fresh as usize)
         .filter_map(|s| before_sent(&link_log, s.received))
         .collect();
-    let truth = firsttoken_core::stats::median(&truth);
+    let truth = firsttoken_crowd::stats::median(&truth);
     let report = RunReport::of(&run);
     let connection = report.connection.context("a fresh phase")?;
     let page = connection.extra_sent_ms();
