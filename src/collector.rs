@@ -3,42 +3,15 @@
 //! Every request here goes without cookies (`credentials: "omit"`) and has a time limit:
 //! a collector that never answers must not hold up the uploads queued behind it.
 
-use serde::Deserialize;
+use firsttoken_core::api::{DELETE_TOKEN_SHA256, ErrorBody, StoredRun};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{AbortController, Headers, RequestCredentials, RequestInit, Response};
 
 use crate::platform::{JsError, Scope};
 
-pub use firsttoken_core::share::RUNS_PATH;
-/// The collector's summary path on the app's own server.
-pub const SUMMARY_PATH: &str = "/api/v1/summary";
-/// The header carrying the digest of the uploader's own delete token.
-pub const DELETE_TOKEN_SHA256: &str = "x-delete-token-sha256";
 /// The longest one request to the collector may take, answer included.
 const ATTEMPT_TIMEOUT_MS: u32 = 30_000;
-
-/// The collector's answer to an accepted upload.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct StoredRun {
-    pub run_id: String,
-    /// Where the stored run can be read, relative to the collector's origin.
-    pub url: String,
-    /// Deletes the run: only from a collector that made the token itself (an upload
-    /// without a token digest), and only with the answer that stored the run.
-    #[serde(default)]
-    pub delete_token: Option<String>,
-}
-
-impl StoredRun {
-    /// The stored run's address on the collector whose runs endpoint is `collector`.
-    pub fn absolute_url(&self, collector: &str) -> String {
-        match firsttoken_core::url::origin_of(collector) {
-            Some(origin) => format!("{origin}{}", self.url),
-            None => self.url.clone(),
-        }
-    }
-}
 
 /// Why a request to the collector got no answer to act on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -99,17 +72,6 @@ pub fn is_final_refusal(status: u16) -> bool {
 pub fn retry_after_ms(value: Option<&str>) -> Option<u32> {
     let seconds: u32 = value?.trim().parse().ok()?;
     Some(seconds.min(3600) * 1000)
-}
-
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorDetail,
-}
-
-/// The collector's message already names the offending field.
-#[derive(Deserialize)]
-struct ErrorDetail {
-    message: String,
 }
 
 /// A request to the collector: no cookies, JSON when there is a body, and the headers
@@ -269,12 +231,12 @@ pub async fn delete_run(
 
 /// Why a summary could not be read.
 /// Asks the page's own server who made a link (`check_url`: its
-/// [`firsttoken_core::share::CHECK_PATH`]), sending the part after `#`.
+/// [`firsttoken_core::api::CHECK_PATH`]), sending the part after `#`.
 pub async fn check_link(
     scope: &Scope,
     check_url: &str,
     fragment: &str,
-) -> Result<firsttoken_core::share::LinkCheck, CollectorError> {
+) -> Result<firsttoken_core::api::LinkCheck, CollectorError> {
     let init = request(
         "POST",
         Some(fragment),

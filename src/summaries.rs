@@ -53,7 +53,11 @@ pub fn query(pairs: &[(&str, String)]) -> String {
 
 /// Asks for one summary.
 async fn ask(query: &str) -> Answer {
-    let url = format!("{}{}", browser::app_root(), collector::SUMMARY_PATH);
+    let url = format!(
+        "{}{}",
+        browser::app_root(),
+        firsttoken_core::api::SUMMARY_PATH
+    );
     match collector::summary(&Scope::current(), &url, query, results_token().as_deref()).await {
         Ok(summary) => Answer::Loaded(summary),
         Err(SummaryError::NeedsToken(message)) => Answer::NeedsToken(message),

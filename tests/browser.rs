@@ -799,7 +799,7 @@ async fn a_measured_run_uploads_once_and_its_own_token_deletes_it() {
     );
     let (samples, finished) = run(&plan).await;
     let run = record(&plan, samples, &finished);
-    let runs_url = format!("{}{}", server(), collector::RUNS_PATH);
+    let runs_url = format!("{}{}", server(), firsttoken_core::api::RUNS_PATH);
     let record = serde_json::to_string(&run).expect("json");
     // The token is made here; the collector is told only its digest.
     let token = "a1".repeat(32);

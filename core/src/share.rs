@@ -16,9 +16,6 @@ use crate::study_id::{STUDY_ID_FORM, is_study_id};
 
 /// The format written and read.
 pub const VERSION: &str = "v1";
-/// Where a firsttoken server takes runs, after its base path; a study without a collector
-/// uploads to the one that served its page.
-pub const RUNS_PATH: &str = "/api/v1/runs";
 /// The longest link payload accepted: far beyond any real plan, short of what breaks
 /// messaging apps and browsers' address bars.
 pub const MAX_PAYLOAD_CHARS: usize = 16_000;
@@ -201,10 +198,6 @@ impl Study {
 
 /// The length of a link's signature: HMAC-SHA256, 32 bytes in base64url.
 pub const SIGNATURE_CHARS: usize = 43;
-/// Where the page asks its own server who made a link: POST the part after `#`.
-pub const CHECK_PATH: &str = "/api/v1/studies/check";
-/// Where the operator signs a study: POST its JSON with the admin token.
-pub const STUDIES_PATH: &str = "/api/v1/studies";
 
 /// A link taken apart: the study, the text a signature covers (`v1.` and the study's
 /// code) and the signature after it, if the link has one (`v1.<study>.<signature>`).
@@ -258,23 +251,6 @@ impl Link {
             None => self.signed_text.clone(),
         }
     }
-}
-
-/// What the page's own server says of a link ([`CHECK_PATH`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LinkCheck {
-    /// The link carries this server's signature: its operator made it, and it is unchanged.
-    pub signed: bool,
-    /// When the operator signed it (ms since 1970), where the server still has the date.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub signed_at_ms: Option<u64>,
-    /// Why the link is not the operator's, when it is not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unsigned_reason: Option<String>,
-    /// Why the study may not send this browser's cookies, when it asks to and may not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cookies_refused: Option<String>,
 }
 
 /// What the collector answers when its operator signs a study ([`STUDIES_PATH`]).

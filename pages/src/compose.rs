@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
+use firsttoken_core::api::RUNS_PATH;
 use firsttoken_core::plan::{PhasePlan, Plan, RunTag, TargetPlan};
-use firsttoken_core::share::{RUNS_PATH, Study};
+use firsttoken_core::share::Study;
 use firsttoken_core::url::origin_of;
 use firsttoken_stream::dialect::Dialect;
 

@@ -3,8 +3,9 @@
 //! about the page that opened it (its origin, its host, its default collector). No DOM,
 //! no I/O, no clock.
 
+use firsttoken_core::api::{LinkCheck, RUNS_PATH};
 use firsttoken_core::plan::{PhasePlan, Plan};
-use firsttoken_core::share::{Link, LinkCheck, RUNS_PATH, Study};
+use firsttoken_core::share::{Link, Study};
 use firsttoken_core::url::origin_of;
 
 /// A typical chat answer's length, for the duration estimate.
@@ -117,7 +118,7 @@ pub fn open(fragment: &str, page_origin: &str) -> Result<Link, String> {
     }
 }
 
-/// Who made a link, as the page's own server answers ([`firsttoken_core::share::CHECK_PATH`]).
+/// Who made a link, as the page's own server answers ([`firsttoken_core::api::CHECK_PATH`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Provenance {
     /// The page is still asking.

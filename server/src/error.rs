@@ -4,7 +4,7 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
+use firsttoken_core::api::{ErrorBody, ErrorDetail};
 
 /// What went wrong with a request.
 #[derive(Debug, thiserror::Error)]
@@ -99,21 +99,6 @@ impl AppError {
     }
 }
 
-/// The body of every error response: `{"error": {"code", "message", "field"}}`, the shape
-/// OpenAI-compatible clients already expect.
-#[derive(Debug, Serialize)]
-pub struct ErrorBody {
-    pub error: ErrorDetail,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ErrorDetail {
-    pub code: &'static str,
-    pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub field: Option<String>,
-}
-
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let (status, code) = self.status_and_code();
@@ -126,7 +111,7 @@ impl IntoResponse for AppError {
         };
         let body = ErrorBody {
             error: ErrorDetail {
-                code,
+                code: code.to_owned(),
                 message: self.to_string(),
                 field,
             },

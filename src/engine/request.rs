@@ -13,8 +13,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use firsttoken_core::api::{CLIENT_PORT_HEADER, DEMO_HEADER};
 use firsttoken_core::outcome::{self, Ending, Position, ResponseHead};
-use firsttoken_core::schema::{DEMO_HEADER, Sample};
+use firsttoken_core::schema::Sample;
 use firsttoken_stream::dialect::Dialect;
 use firsttoken_stream::recorder::StreamRecorder;
 use js_sys::{Reflect, Uint8Array};
@@ -28,9 +29,6 @@ use web_sys::{
 use super::control::{Cancel, InFlight, Visibility, VisibilityMark};
 use super::timing;
 use crate::platform::{Every, Scope, Timeout, js_error_text};
-
-/// The header by which the demo target tells the client its own port.
-const CLIENT_PORT_HEADER: &str = "x-firsttoken-client-port";
 
 /// What to send.
 #[derive(Debug, Clone, PartialEq)]

@@ -2,7 +2,6 @@
 //! The form covers the usual study; the study as JSON covers everything (several request
 //! bodies, headers, custom stream formats, hand-made phases).
 
-use firsttoken_core::share;
 use firsttoken_core::share::Study;
 use firsttoken_core::study_id::study_id_from_random;
 use firsttoken_core::url::origin_of;
@@ -108,7 +107,11 @@ pub fn ComposePage() -> impl IntoView {
             return;
         }
         leptos::task::spawn_local(async move {
-            let url = format!("{}{}", browser::app_root(), share::STUDIES_PATH);
+            let url = format!(
+                "{}{}",
+                browser::app_root(),
+                firsttoken_core::api::STUDIES_PATH
+            );
             let body = serde_json::to_string(&study).unwrap_or_default();
             match collector::sign_study(&Scope::current(), &url, &body, &admin).await {
                 Ok(answer) => {

@@ -3,7 +3,7 @@
 
 use firsttoken_core::plan::Plan;
 use firsttoken_core::schema::{NetworkLabel, Run};
-use firsttoken_core::share::{self, Study};
+use firsttoken_core::share::Study;
 use firsttoken_pages::landing;
 use firsttoken_pages::landing::{Landing, Provenance};
 use firsttoken_pages::progress::Progress;
@@ -64,7 +64,11 @@ fn CheckedStudy(link: firsttoken_core::share::Link) -> impl IntoView {
     let provenance = RwSignal::new(Provenance::Checking);
     let fragment = link.fragment();
     spawn_local(async move {
-        let url = format!("{}{}", browser::app_root(), share::CHECK_PATH);
+        let url = format!(
+            "{}{}",
+            browser::app_root(),
+            firsttoken_core::api::CHECK_PATH
+        );
         let answer = match collector::check_link(&Scope::current(), &url, &fragment).await {
             Ok(check) => Provenance::of(check),
             Err(e) => Provenance::unanswered(&e.to_string()),

@@ -11,7 +11,7 @@ use crate::tools;
 pub struct Args {
     /// Run only these: first_load, engine_bias, field, fetch_options (the app in headless
     /// Chromium), page_floor (the page's size floor), load, ingest_cost, attack (the
-    /// collector)
+    /// collector), stream (the SSE reader)
     only: Vec<String>,
 }
 
@@ -37,6 +37,14 @@ const SIZES: [(&str, &str); 1] = [(
     "page_floor",
     "how small a Leptos page that runs this engine can be, as served",
 )];
+/// Benchmarks of a library alone, with criterion: the name, the package and its bench
+/// target (`cargo bench --package … --bench …`).
+const LIBRARIES: [(&str, &str, &str, &str); 1] = [(
+    "stream",
+    "firsttoken-stream",
+    "parse",
+    "the SSE reader beside eventsource-stream (criterion)",
+)];
 /// The collector's benchmarks are examples of the server crate, built for release.
 const COLLECTOR: [(&str, &str); 3] = [
     ("load", "the collector under load (release build)"),
@@ -56,6 +64,7 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
         .chain(&SIZES)
         .chain(&COLLECTOR)
         .map(|(n, _)| *n)
+        .chain(LIBRARIES.iter().map(|(n, ..)| *n))
         .collect();
     if let Some(unknown) = args.only.iter().find(|n| !known.contains(&n.as_str())) {
         bail!(
@@ -67,6 +76,7 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
     let browser: Vec<_> = IN_BROWSER.iter().filter(|(n, _)| wanted(n)).collect();
     let sizes: Vec<_> = SIZES.iter().filter(|(n, _)| wanted(n)).collect();
     let collector: Vec<_> = COLLECTOR.iter().filter(|(n, _)| wanted(n)).collect();
+    let libraries: Vec<_> = LIBRARIES.iter().filter(|(n, ..)| wanted(n)).collect();
 
     let mut steps = Steps::default();
     if !browser.is_empty() || !sizes.is_empty() || !collector.is_empty() {
@@ -120,6 +130,11 @@ pub fn bench(args: Args) -> anyhow::Result<()> {
                     ])
                     .env("FIRSTTOKEN_SERVER_BIN", crate::build::release_binary()),
             )
+        })?;
+    }
+    for (_, package, target, name) in libraries {
+        steps.step(name, || {
+            shell::run(cargo().args(["bench", "--package", package, "--bench", target]))
         })?;
     }
     steps.report();

@@ -24,9 +24,6 @@ pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS};
 pub use ids::{RecordParts, is_uuid, run_id_from_random};
 pub use size::{MAX_RECORD_BYTES, MAX_RUN_ITL_GAPS, fair_share, largest_run};
 
-/// The response header by which the demo target says its numbers are simulated; a run
-/// that got it is marked `target.demo` and kept out of crowd summaries.
-pub const DEMO_HEADER: &str = "x-firsttoken-demo";
 /// The schema version this crate reads and writes.
 pub const SCHEMA_VERSION: u32 = 1;
 /// No time in a record may reach a day: a longer wait is a broken clock, not a measurement.

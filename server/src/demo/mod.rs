@@ -30,7 +30,7 @@ use axum::extract::{ConnectInfo, OriginalUri, Query, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
-use firsttoken_core::schema::DEMO_HEADER;
+use firsttoken_core::api::{CLIENT_PORT_HEADER, DEMO_HEADER};
 use firsttoken_crowd::stats::SplitMix64;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
@@ -43,9 +43,6 @@ use crate::error::AppError;
 use crate::serve::close_connection;
 pub use knobs::{Fault, Knobs};
 use workers::Worker;
-
-/// The header that tells the client which port it connected from.
-pub const CLIENT_PORT_HEADER: &str = "x-firsttoken-client-port";
 
 /// The demo's route: the target itself, or, with `--demo off`, an answer that says so.
 pub fn router(demo: Demo) -> Router<AppState> {

@@ -12,8 +12,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Extension, Json, Router};
+use firsttoken_core::api::{DELETE_TOKEN_SHA256, StoredRun};
 use firsttoken_core::schema::{MAX_RECORD_BYTES, Run, is_uuid};
-use serde::Serialize;
 
 use crate::AppState;
 use crate::db::{Deleted, Stored, now_ms};
@@ -32,20 +32,6 @@ pub fn router() -> Router<AppState> {
 
 async fn unknown_endpoint(uri: axum::http::Uri) -> AppError {
     AppError::NotFound(format!("no API endpoint at {}", uri.path()))
-}
-
-/// What an upload is answered with.
-#[derive(Debug, Serialize)]
-struct StoredRun {
-    run_id: String,
-    /// Where the stored run can be read.
-    url: String,
-    /// Deletes the run (`DELETE url` with `Authorization: Bearer <token>`). Given once, with
-    /// the upload that stored the run, and only when the collector made the token (the
-    /// upload sent no [`DELETE_TOKEN_SHA256`]): a repeated upload is answered without it,
-    /// since anyone who can read a run could upload it again.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    delete_token: Option<String>,
 }
 
 type Peer = Option<Extension<ConnectInfo<SocketAddr>>>;
@@ -274,12 +260,6 @@ async fn store(
     )
         .into_response())
 }
-
-/// The header with the digest of the uploader's own delete token. A browser makes the
-/// token before the first attempt and keeps it with the run, so whichever attempt is
-/// stored (a `keepalive` send as the page went away, a retry after a lost answer, a
-/// second tab), the token it holds deletes the run.
-pub const DELETE_TOKEN_SHA256: &str = "x-delete-token-sha256";
 
 /// The digest sent in [`DELETE_TOKEN_SHA256`], when one is: 64 hex digits, lowercased.
 fn delete_token_digest(headers: &HeaderMap) -> Result<Option<String>, AppError> {

@@ -19,9 +19,9 @@ use axum::routing::post;
 use axum::{Extension, Json, Router};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use firsttoken_core::share::{
-    self, CHECK_PATH, Link, LinkCheck, MAX_PAYLOAD_CHARS, STUDIES_PATH, SignedStudy, Study,
-};
+use firsttoken_core::api::{CHECK_PATH, LinkCheck, STUDIES_PATH};
+use firsttoken_core::share;
+use firsttoken_core::share::{Link, MAX_PAYLOAD_CHARS, SignedStudy, Study};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 

@@ -536,3 +536,43 @@ async fn uploads_come_only_from_the_servers_own_pages_unless_configured() {
         .await;
     assert_eq!(from_chat.status, 201, "{}", from_chat.text());
 }
+
+/// The contract's types, as the app reads them, parse what the collector answers: an
+/// accepted upload as `StoredRun` (with the token the collector made, which deletes the
+/// run), and a refused one as `ErrorBody` naming the field. Written again with the same
+/// types, each answer is the same JSON.
+#[tokio::test]
+async fn the_contracts_types_read_the_collectors_answers_and_write_them_back() {
+    use firsttoken_core::api::{ErrorBody, RUNS_PATH, StoredRun};
+
+    let t = common::sqlite().await;
+    let state = common::state(&t.db);
+    let run = common::example_run();
+    let id = run["run_id"].as_str().expect("id").to_owned();
+    let (status, body) = send(&state, post(run.to_string())).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let stored: StoredRun = serde_json::from_value(body.clone()).expect("a StoredRun");
+    assert_eq!(stored.run_id, id);
+    assert_eq!(stored.url, format!("{RUNS_PATH}/{id}"));
+    assert_eq!(serde_json::to_value(&stored).expect("json"), body);
+    let token = stored.delete_token.expect("the collector made a token");
+    let deleted = App::new(state.clone())
+        .delete(&stored.url)
+        .bearer_auth(&token)
+        .send()
+        .await;
+    assert!(deleted.status.is_success(), "{}", deleted.text());
+
+    let broken = common::run_with(2, |run| run["samples"][0]["ttft_ms"] = json!(-1.0));
+    let (status, body) = send(&state, post(broken.to_string())).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let error: ErrorBody = serde_json::from_value(body.clone()).expect("an ErrorBody");
+    assert_eq!(error.error.field.as_deref(), Some("samples[0].ttft_ms"));
+    assert!(
+        error.error.message.contains("samples[0].ttft_ms"),
+        "{}",
+        error.error.message
+    );
+    assert_eq!(serde_json::to_value(&error).expect("json"), body);
+    t.cleanup().await;
+}
