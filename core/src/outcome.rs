@@ -46,8 +46,10 @@ pub struct Position {
     pub start_ms: f64,
 }
 
-/// Error messages are kept short: they are shown in a table and uploaded.
-const MAX_MESSAGE_CHARS: usize = 300;
+/// How much of an error message a sample keeps: it is shown in a table and uploaded, so
+/// it is kept shorter than the most a record may hold
+/// ([`crate::schema::MAX_MESSAGE_CHARS`], which a record from another client may use).
+const KEPT_MESSAGE_CHARS: usize = 300;
 
 /// Builds the sample. `end_ms` is when the request ended, from `t0`; it becomes `e2e_ms`
 /// only when the body was read to its end.
@@ -71,7 +73,7 @@ pub fn sample(
         start_ms: at.start_ms,
         status: head.map_or(0, |h| h.status),
         error,
-        error_message: message.map(|m| clean_text(&m, MAX_MESSAGE_CHARS)),
+        error_message: message.map(|m| clean_text(&m, KEPT_MESSAGE_CHARS)),
         headers_ms: head.map(|h| h.headers_ms),
         ttfb_ms: metrics.ttfb_ms,
         ttft_ms: metrics.ttft_ms,
@@ -495,7 +497,7 @@ mod tests {
         );
         assert_eq!(
             s.error_message.expect("message").chars().count(),
-            MAX_MESSAGE_CHARS
+            KEPT_MESSAGE_CHARS
         );
     }
 }

@@ -10,6 +10,7 @@ use firsttoken_core::share::Study;
 use firsttoken_core::url::origin_of;
 use firsttoken_stream::dialect::Dialect;
 
+use crate::page::Page;
 use crate::presets::{KeyHeader, Preset};
 
 /// The protocols the form offers (a study's JSON can describe any other).
@@ -62,23 +63,6 @@ impl FormError {
             field,
             message: message.into(),
         }
-    }
-}
-
-/// Where the form is shown: this server's own targets get its probe and timings.
-#[derive(Debug, Clone, Copy)]
-pub struct Page<'a> {
-    /// The page's origin (`https://chat.example.com`).
-    pub origin: &'a str,
-    /// The origin and the base path the app is served under
-    /// (`https://chat.example.com/firsttoken`).
-    pub app_root: &'a str,
-}
-
-impl Page<'_> {
-    /// The collector on this server.
-    pub fn own_collector(&self) -> String {
-        format!("{}{RUNS_PATH}", self.app_root)
     }
 }
 
@@ -244,7 +228,7 @@ fn target(
     if origin == page.origin {
         // This server: its ping endpoint is the probe, and the demo reports its timing
         // breakdown at /server_timings.
-        t.probe_url = Some(format!("{}/api/v1/ping", page.app_root));
+        t.probe_url = Some(format!("{}/api/v1/ping", page.app_root()));
         t.timings_pointer = Some("/server_timings".into());
     }
     Ok(t)
@@ -395,7 +379,7 @@ pub fn results_of(study: &Study, page: Page) -> Option<String> {
             .strip_suffix(RUNS_PATH)
             .map(str::to_owned)
             .or_else(|| origin_of(collector))?,
-        None => page.app_root.to_owned(),
+        None => page.app_root(),
     };
     Some(format!("{server}/results?study={id}"))
 }
@@ -407,7 +391,8 @@ mod tests {
 
     const PAGE: Page = Page {
         origin: "http://127.0.0.1:8080",
-        app_root: "http://127.0.0.1:8080/ft",
+        host: "127.0.0.1:8080",
+        base_path: "/ft",
     };
     const ID: &str = "abcdefghijklmnop";
 

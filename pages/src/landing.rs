@@ -3,9 +3,10 @@
 //! about the page that opened it (its origin, its host, its default collector). No DOM,
 //! no I/O, no clock.
 
-use firsttoken_core::api::{LinkCheck, RUNS_PATH};
+use crate::page::Page;
+use firsttoken_core::api::LinkCheck;
 use firsttoken_core::plan::{PhasePlan, Plan};
-use firsttoken_core::share::{Link, Study};
+use firsttoken_core::share::{Link, LinkError, Study};
 use firsttoken_core::url::origin_of;
 
 /// A typical chat answer's length, for the duration estimate.
@@ -44,29 +45,6 @@ pub const NEVER_SENT: [&str; 3] = [
     "API keys, or the text of the questions and answers",
 ];
 
-/// What the landing needs to know of the page that opened the link.
-#[derive(Debug, Clone, Copy)]
-pub struct Page<'a> {
-    /// `https://bench.example.com`: cookies go to this origin only.
-    pub origin: &'a str,
-    /// `bench.example.com`: named when the study sends this browser's cookies.
-    pub host: &'a str,
-    /// The path the app is served under (`/firsttoken`, or empty at the root): results
-    /// go to the page's own collector, there, when the link names no other.
-    pub base_path: &'a str,
-}
-
-impl Page<'_> {
-    /// The page's own collector: `https://bench.example.com/firsttoken/api/v1/runs`.
-    pub fn default_collector(&self) -> String {
-        format!(
-            "{}{}{RUNS_PATH}",
-            self.origin,
-            self.base_path.trim_end_matches('/')
-        )
-    }
-}
-
 /// The landing's words that depend on the study; the rest are the constants above.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Landing {
@@ -101,8 +79,8 @@ pub struct Landing {
 /// the page's own origin (`credentials: "same-origin"`), so a link that asks for them
 /// elsewhere asks for what the page will not do. Who made it is checked apart
 /// ([`Provenance`], [`admit`]).
-pub fn open(fragment: &str, page_origin: &str) -> Result<Link, String> {
-    let link = Link::parse(fragment).map_err(|e| e.to_string())?;
+pub fn open(fragment: &str, page_origin: &str) -> Result<Link, OpenError> {
+    let link = Link::parse(fragment)?;
     match link
         .study
         .plan
@@ -110,12 +88,24 @@ pub fn open(fragment: &str, page_origin: &str) -> Result<Link, String> {
         .iter()
         .find(|t| t.send_cookies && origin_of(&t.url).as_deref() != Some(page_origin))
     {
-        Some(t) => Err(format!(
-            "target {:?} asks for this browser's cookies, but they are sent only to the page's own origin ({page_origin}), and it is on another",
-            t.label
-        )),
+        Some(t) => Err(OpenError::CookiesElsewhere {
+            label: t.label.clone(),
+            page_origin: page_origin.to_owned(),
+        }),
         None => Ok(link),
     }
+}
+
+/// Why a link cannot run on this page.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// The link itself cannot be read.
+    #[error(transparent)]
+    Link(#[from] LinkError),
+    #[error(
+        "target {label:?} asks for this browser's cookies, but they are sent only to the page's own origin ({page_origin}), and it is on another"
+    )]
+    CookiesElsewhere { label: String, page_origin: String },
 }
 
 /// Who made a link, as the page's own server answers ([`firsttoken_core::api::CHECK_PATH`]).
@@ -220,7 +210,7 @@ impl Landing {
         let collector_url = study
             .collector
             .clone()
-            .unwrap_or_else(|| page.default_collector());
+            .unwrap_or_else(|| page.own_collector());
         let collector_host = origin_of(&collector_url)
             .map(|o| o.split("://").nth(1).unwrap_or(&o).to_owned())
             .unwrap_or_else(|| collector_url.clone());
@@ -481,7 +471,9 @@ mod tests {
             signed_at_ms: Some(1_796_601_600_000),
             cookies_refused: None,
         };
-        let opened = open(&link, PAGE.origin).map(|l| Landing::of(&l.study, PAGE, &signed));
+        let opened = open(&link, PAGE.origin)
+            .map(|l| Landing::of(&l.study, PAGE, &signed))
+            .map_err(|e| e.to_string());
         let landing = opened.as_ref().map_err(String::as_str);
         assert_eq!(
             landing.map(|l| l.session_notice.as_deref()),
@@ -503,7 +495,9 @@ mod tests {
             "{landing:?}"
         );
         assert_eq!(
-            open(&link, "https://elsewhere.example.org").map(|l| l.study.title),
+            open(&link, "https://elsewhere.example.org")
+                .map(|l| l.study.title)
+                .map_err(|e| e.to_string()),
             Err("target \"app\" asks for this browser's cookies, but they are sent only to the page's own origin (https://elsewhere.example.org), and it is on another".to_owned())
         );
     }
@@ -576,19 +570,6 @@ mod tests {
         ] {
             assert_eq!(utc_date(ms), date, "{ms}");
         }
-    }
-
-    /// Under a base path, the page's own collector is under it too.
-    #[test]
-    fn the_default_collector_is_under_the_base_path() {
-        let page = Page {
-            base_path: "/firsttoken/",
-            ..PAGE
-        };
-        assert_eq!(
-            page.default_collector(),
-            "https://bench.example.com/firsttoken/api/v1/runs"
-        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! firsttoken-pages: what the browser's pages work out without drawing, kept apart from
 //! the app so that it is tested natively.
 //!
-//! The target check before a link goes out ([`check`]), provider presets ([`presets`]),
+//! The page the app runs on ([`page`]), the target check before a link goes out ([`check`]), provider presets ([`presets`]),
 //! the compose form's study ([`compose`]), the landing page a link opens ([`landing`]) and
 //! its QR code ([`qr`]), a run's time left ([`progress`]), its report ([`report`], with
 //! the readings only a report makes in [`readings`]), the before/after reading
@@ -12,6 +12,7 @@ pub mod client;
 pub mod compare;
 pub mod compose;
 pub mod landing;
+pub mod page;
 pub mod presets;
 pub mod progress;
 pub mod qr;

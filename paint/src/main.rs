@@ -11,7 +11,8 @@
 
 use firsttoken_core::schema::NetworkLabel;
 use firsttoken_pages::landing;
-use firsttoken_pages::landing::{Landing, Page};
+use firsttoken_pages::landing::Landing;
+use firsttoken_pages::page::Page;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::closure::Closure;
 use web_sys::{Document, Element};

@@ -6,8 +6,9 @@ use firsttoken_core::share::Study;
 use firsttoken_core::study_id::study_id_from_random;
 use firsttoken_core::url::origin_of;
 use firsttoken_pages::compose::{
-    Form, LocalOnly, Page, Protocol, headers_text, local_only, loopback_fresh_url, results_of,
+    Form, LocalOnly, Protocol, headers_text, local_only, loopback_fresh_url, results_of,
 };
+use firsttoken_pages::page::Page;
 use firsttoken_pages::presets::{KeyHeader, PRESETS, Preset};
 use firsttoken_pages::{check, qr};
 use firsttoken_stream::dialect::Dialect;
@@ -42,10 +43,14 @@ fn new_study_id() -> String {
 
 /// This page, as the form's rules see it.
 fn on_this_page<T>(f: impl FnOnce(Page) -> T) -> T {
-    let (origin, app_root) = (browser::page_origin(), browser::app_root());
+    let (origin, base_path) = (browser::page_origin(), browser::base_path());
+    let host = web_sys::window()
+        .and_then(|w| w.location().host().ok())
+        .unwrap_or_default();
     f(Page {
         origin: &origin,
-        app_root: &app_root,
+        host: &host,
+        base_path: &base_path,
     })
 }
 

@@ -41,7 +41,7 @@ pub fn StudyPage() -> impl IntoView {
     on_hash_change.forget();
     match landing::open(&hash, &browser::page_origin()) {
         Ok(link) => view! { <CheckedStudy link=link /> }.into_any(),
-        Err(error) => broken_link(error).into_any(),
+        Err(error) => broken_link(error.to_string()).into_any(),
     }
 }
 
@@ -161,7 +161,7 @@ fn StudyView(study: Study, provenance: RwSignal<Provenance>) -> impl IntoView {
         .unwrap_or_default();
     let words = Landing::of(
         &study,
-        landing::Page {
+        firsttoken_pages::page::Page {
             origin: &browser::page_origin(),
             host: &page_host,
             base_path: &browser::base_path(),

@@ -13,10 +13,11 @@ use firsttoken_stream::recorder::StreamRecorder;
 use firsttoken_stream::sse::SseParser;
 
 mod fixes;
+mod main_lines;
 mod side;
 
-use fixes::allow_headers_fix;
 pub use fixes::{examples, preflight_headers};
+pub use main_lines::MainLine;
 use side::side_lines;
 
 /// How one line of the checklist reads.
@@ -180,359 +181,42 @@ pub struct Observed {
 pub const PREFLIGHT_WAIT_MS: u32 = 6_000;
 
 /// The checklist for what was observed, in reading order: can the request go at all,
-/// does an answer come back in the chosen format, and which numbers will the runs have.
+/// does an answer come back in the chosen format, and which numbers will the runs have
+/// (a function each, in `main_lines.rs`), then the lines about the other requests.
 pub fn checklist(o: &Observed) -> Vec<Line> {
-    let mut lines = Vec::new();
-    let page = o.page_origin.as_str();
-    let line = |key: &str, verdict: Verdict, title: &str, detail: String| Line {
-        key: key.to_owned(),
-        verdict,
-        title: title.to_owned(),
-        detail,
-        fix: None,
-    };
-
-    // Reachable, and allowed by CORS.
-    lines.push(match o.cors {
-        Cors::NoResponse => Line {
-            fix: Some(allow_headers_fix(page, &o.request_headers)),
-            ..line(
-                "reachable",
-                Verdict::Fail,
-                "Reachable",
-                format!(
-                    "No response this page may read ({}): either the server cannot be reached (the host name does not resolve, the connection is refused, or its certificate is not trusted by this browser), or it answers without CORS headers for {page}. This page is cross-origin isolated (for its finer clock), so the browser withholds even a no-cors answer without CORS or Cross-Origin-Resource-Policy, and does not say which it was. If the server is up, add:",
-                    o.main.outcome()
-                ),
-            )
-        },
-        _ => line(
-            "reachable",
-            Verdict::Pass,
-            "Reachable",
-            "The server answered.".to_owned(),
-        ),
-    });
+    let no_response = "Not known: the request did not get a response.";
+    let mut lines = vec![main_lines::reachable(o), main_lines::cors(o)];
     let cors_ok = matches!(o.cors, Cors::SameOrigin | Cors::Passed);
-    lines.push(match &o.cors {
-        Cors::SameOrigin => line(
-            "cors",
-            Verdict::Pass,
-            "CORS",
-            "Same origin as this page: no CORS preflight, no CORS headers needed.".to_owned(),
-        ),
-        Cors::Passed => line(
-            "cors",
-            Verdict::Pass,
-            "CORS",
-            if o.main.preflighted {
-                format!(
-                    "The preflight passed for POST with {}, and the response allows {page}.",
-                    o.request_headers.join(", ")
-                )
-            } else {
-                format!("The response allows {page}.")
-            },
-        ),
-        Cors::PreflightRefused { refused } => Line {
-            fix: Some(allow_headers_fix(page, &o.request_headers)),
-            ..line(
-                "cors",
-                Verdict::Fail,
-                "CORS",
-                if refused.is_empty() {
-                    format!(
-                        "The CORS preflight failed: the server answers requests from {page} without one, but not POST with {} together.",
-                        o.request_headers.join(", ")
-                    )
-                } else {
-                    format!(
-                        "The CORS preflight failed on the header{} {}: the server does not list {} in Access-Control-Allow-Headers for {page}.",
-                        plural(refused.len()),
-                        refused.join(", "),
-                        if refused.len() == 1 { "it" } else { "them" }
-                    )
-                },
-            )
-        },
-        Cors::NoAllowOrigin => Line {
-            fix: Some(allow_headers_fix(page, &o.request_headers)),
-            ..line(
-                "cors",
-                Verdict::Fail,
-                "CORS",
-                format!(
-                    "The server answers, but without Access-Control-Allow-Origin for {page}: the browser hides the response from the page."
-                ),
-            )
-        },
-        Cors::NoResponse => line(
-            "cors",
-            Verdict::Skip,
-            "CORS",
-            "Not known: no response could be read (see above).".to_owned(),
-        ),
-    });
-
-    let got_response = cors_ok && o.main.status != 0;
-    let skip = |key: &str, title: &str| {
-        line(
-            key,
-            Verdict::Skip,
-            title,
-            "Not known: the request did not get a response.".to_owned(),
-        )
-    };
-    if !got_response {
-        for (key, title) in LATER_LINES {
-            lines.push(skip(key, title));
-        }
+    if !(cors_ok && o.main.status != 0) {
+        lines.extend(MainLine::AFTER_CORS.iter().map(|l| l.skipped(no_response)));
         lines.extend(side_lines(o));
         return lines;
     }
-
     let main = &o.main;
     let success = (200..300).contains(&main.status);
-    lines.push(if success {
-        line(
-            "status",
-            Verdict::Pass,
-            "HTTP status",
-            format!("{} after {}.", main.status, opt_ms(main.headers_ms)),
-        )
-    } else {
-        line(
-            "status",
-            Verdict::Fail,
-            "HTTP status",
-            format!(
-                "{}{}",
-                main.outcome(),
-                match main.status {
-                    401 | 403 =>
-                        ": the server refused the credentials; check the benchmark token or the headers.",
-                    404 | 405 => ": check the URL and that the endpoint takes POST.",
-                    400 | 422 =>
-                        ": the server refused the request body; check it against the API.",
-                    429 => ": rate limited; runs will wait as Retry-After says.",
-                    _ => ".",
-                }
-            ),
-        )
-    });
-    let content_type = main.content_type.as_deref().unwrap_or("none");
-    let stream = is_event_stream(content_type);
-    lines.push(if !success {
-        line(
-            "event_stream",
-            Verdict::Skip,
-            "Event stream",
-            "Not known: the response was an error.".to_owned(),
-        )
-    } else if stream {
-        line(
-            "event_stream",
-            Verdict::Pass,
-            "Event stream",
-            "Content-Type: text/event-stream.".to_owned(),
-        )
-    } else {
-        Line {
-            fix: Some("Content-Type: text/event-stream".to_owned()),
-            ..line(
-                "event_stream",
-                Verdict::Fail,
-                "Event stream",
-                format!(
-                    "Content-Type is {content_type}, not text/event-stream: the runs read only event streams. Ask for a stream (\"stream\": true in the body) or answer with one."
-                ),
-            )
-        }
-    });
+    let stream = is_event_stream(main.content_type.as_deref().unwrap_or("none"));
+    lines.push(main_lines::status(main, success));
+    lines.push(main_lines::event_stream(main, success, stream));
     if !(success && stream) {
-        for (key, title) in &LATER_LINES[2..] {
-            lines.push(skip(key, title));
-        }
+        lines.extend(
+            MainLine::AFTER_CORS[2..]
+                .iter()
+                .map(|l| l.skipped(no_response)),
+        );
         lines.extend(side_lines(o));
         return lines;
     }
-
-    // The format: what the chosen dialect found, and what the body looks like otherwise.
-    let format_ok = main.ttft_ms.is_some() || main.ttft_any_ms.is_some();
-    let chosen = o.dialect.name();
-    lines.push(if format_ok {
-        line(
-            "format",
-            Verdict::Pass,
-            "Stream format",
-            format!("The stream reads as {chosen}."),
-        )
-    } else {
-        let guess = guess_format(&main.body_start).filter(|d| *d != o.dialect);
-        line(
-            "format",
-            Verdict::Fail,
-            "Stream format",
-            match guess {
-                Some(d) => format!(
-                    "Nothing in the stream reads as {chosen}; it looks like {}. Choose {} as the stream format.",
-                    d.name(),
-                    d.name()
-                ),
-                None => format!(
-                    "Nothing in the stream reads as {chosen}, nor as any format firsttoken knows{}. Describe it as a custom format in the study's JSON.",
-                    main.error_message
-                        .as_deref()
-                        .map(|m| format!(" ({m})"))
-                        .unwrap_or_default()
-                ),
-            },
-        )
-    });
-    lines.push(match (main.ttft_ms, main.error) {
-        (Some(ttft), None) => line(
-            "first_token",
-            Verdict::Pass,
-            "First answer token",
-            format!(
-                "Arrived after {} (one request; the runs measure the spread).",
-                ms(ttft)
-            ),
-        ),
-        (Some(ttft), Some(_)) => line(
-            "first_token",
-            Verdict::Fail,
-            "First answer token",
-            format!(
-                "Arrived after {}, but the stream then failed: {}.",
-                ms(ttft),
-                main.outcome()
-            ),
-        ),
-        (None, _) => line(
-            "first_token",
-            Verdict::Fail,
-            "First answer token",
-            format!("None arrived: {}.", main.outcome()),
-        ),
-    });
-    lines.push(match main.output_tokens {
-        None if !format_ok => line(
-            "usage",
-            Verdict::Skip,
-            "Token usage",
-            "Not known: the stream does not read as the chosen format.".to_owned(),
-        ),
-        Some(n) => line(
-            "usage",
-            Verdict::Pass,
-            "Token usage",
-            format!("Reported: {n} output tokens, so time per output token is measured."),
-        ),
-        None => Line {
-            fix: matches!(o.dialect, Dialect::OpenaiChat).then(|| {
-                "\"stream_options\": {\"include_usage\": true} in the request body".to_owned()
-            }),
-            ..line(
-                "usage",
-                Verdict::Warn,
-                "Token usage",
-                "Not reported: runs count chunks, not tokens, and give no time per output token."
-                    .to_owned(),
-            )
-        },
-    });
-    // Timing-Allow-Origin: same-origin entries always carry their detail.
-    let same_origin = o.cors == Cors::SameOrigin;
-    let timing_allowed = same_origin || main.conn.is_some();
-    lines.push(if timing_allowed {
-        line(
-            "timing_allow_origin",
-            Verdict::Pass,
-            "Timing-Allow-Origin",
-            if same_origin {
-                "Same origin: the browser shows connection details.".to_owned()
-            } else {
-                "Present: runs record connection reuse, the HTTP version and DNS, TCP and TLS times.".to_owned()
-            },
-        )
-    } else {
-        Line {
-            fix: Some(format!("Timing-Allow-Origin: {page}")),
-            ..line(
-                "timing_allow_origin",
-                Verdict::Warn,
-                "Timing-Allow-Origin",
-                "Missing: runs will have no connection reuse, no HTTP version, no DNS, TCP or TLS times, and no Server-Timing.".to_owned(),
-            )
-        }
-    });
-    lines.push(if main.server_timing > 0 || main.stream_timings > 0 {
-        line(
-            "server_timing",
-            Verdict::Pass,
-            "Server timings",
-            match (main.server_timing, main.stream_timings) {
-                (0, n) => format!("The stream's timing object has {n} entries: runs draw the server's waterfall."),
-                (n, 0) => format!("Server-Timing has {n} entries: runs draw the server's waterfall."),
-                (a, b) => format!("Server-Timing has {a} entries and the stream's timing object {b}: runs draw the server's waterfall."),
-            },
-        )
-    } else {
-        Line {
-            fix: Some("Server-Timing: auth;dur=12, db;dur=48, retrieval;dur=130".to_owned()),
-            ..line(
-                "server_timing",
-                Verdict::Warn,
-                "Server timings",
-                if timing_allowed {
-                    "None: no Server-Timing header and no timing object in the stream, so runs show no breakdown of the server's time.".to_owned()
-                } else {
-                    "None seen: a cross-origin Server-Timing header is visible only with Timing-Allow-Origin, and the stream has no timing object. Runs show no breakdown of the server's time.".to_owned()
-                },
-            )
-        }
-    });
-    let protocol = main.conn.as_ref().and_then(|c| c.protocol.clone());
-    lines.push(match protocol.as_deref() {
-        Some(p @ ("h2" | "h3")) => line(
-            "http_version",
-            Verdict::Pass,
-            "HTTP version",
-            format!(
-                "{p}: requests share one connection. Mark the study multiplexed (\"multiplexed\": true in its JSON) so concurrency levels above 6 are sent at once."
-            ),
-        ),
-        Some(p) => line(
-            "http_version",
-            Verdict::Pass,
-            "HTTP version",
-            format!(
-                "{p}: browsers open at most 6 connections to one host, so a concurrency level above 6 queues in the browser."
-            ),
-        ),
-        None => line(
-            "http_version",
-            Verdict::Skip,
-            "HTTP version",
-            "Not shown: the browser gives it only with Timing-Allow-Origin.".to_owned(),
-        ),
-    });
+    lines.extend([
+        main_lines::format(o),
+        main_lines::first_token(main),
+        main_lines::usage(o),
+        main_lines::timing_allow_origin(o),
+        main_lines::server_timing(o),
+        main_lines::http_version(main),
+    ]);
     lines.extend(side_lines(o));
     lines
 }
-
-/// Lines after `cors` that need the main request's response.
-const LATER_LINES: [(&str, &str); 8] = [
-    ("status", "HTTP status"),
-    ("event_stream", "Event stream"),
-    ("format", "Stream format"),
-    ("first_token", "First answer token"),
-    ("usage", "Token usage"),
-    ("timing_allow_origin", "Timing-Allow-Origin"),
-    ("server_timing", "Server timings"),
-    ("http_version", "HTTP version"),
-];
 
 /// The stream format `body` reads as: the first of the JSON formats in which it carries
 /// output, else plain text when no event carries JSON, else none.

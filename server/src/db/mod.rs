@@ -47,6 +47,7 @@ mod cells;
 mod days;
 mod delete;
 mod export;
+mod folded;
 mod folds;
 pub mod partitions;
 mod record;
@@ -384,8 +385,8 @@ impl Db {
         out: &tokio::sync::mpsc::Sender<Vec<Piece>>,
         batch: usize,
     ) -> anyhow::Result<()> {
-        let days = folds::folded_days(&self.pool, filter).await?;
-        folds::summary_folds(&self.pool, filter, &days, group_by, out, batch).await?;
+        let days = folded::folded_days(&self.pool, filter).await?;
+        folded::summary_folds(&self.pool, filter, &days, group_by, out, batch).await?;
         cells::summary_cells(&self.pool, filter, &days, group_by, out, batch).await
     }
 
