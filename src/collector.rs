@@ -144,9 +144,7 @@ impl Answer {
     fn error(&self) -> CollectorError {
         CollectorError::Answered {
             status: self.status,
-            message: serde_json::from_str::<ErrorBody>(&self.text)
-                .ok()
-                .map(|body| body.error.message),
+            message: ErrorBody::message_of(&self.text),
         }
     }
 

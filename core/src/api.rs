@@ -61,6 +61,25 @@ pub struct ErrorBody {
     pub error: ErrorDetail,
 }
 
+impl ErrorBody {
+    /// The message of an error body, reading nothing else: what the app shows. (The
+    /// beta user's page reads only this; a second reader of the whole body would be
+    /// compiled into every download.)
+    pub fn message_of(body: &str) -> Option<String> {
+        #[derive(Deserialize)]
+        struct Body {
+            error: Message,
+        }
+        #[derive(Deserialize)]
+        struct Message {
+            message: String,
+        }
+        serde_json::from_str::<Body>(body)
+            .ok()
+            .map(|body| body.error.message)
+    }
+}
+
 /// What went wrong: a stable `code` to act on (`invalid`, `too_many_requests`, …), a
 /// message for a person that already names the offending field, and that field's path
 /// where there is one (`samples[3].ttft_ms`).

@@ -20,90 +20,11 @@ use crate::sketch::Sketch;
 use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
 mod accumulator;
+mod dimension;
 mod weight;
 pub use accumulator::Accumulator;
+pub use dimension::{Dimension, Kind, Spec};
 pub use weight::{REQUESTS_PER_RUN_PHASE, counted_in_crowd};
-
-/// What samples can be grouped and filtered by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Dimension {
-    /// The network the user picked.
-    Network,
-    /// What the Network Information API reported.
-    EffectiveType,
-    Browser,
-    Os,
-    Mobile,
-    TargetLabel,
-    TargetVersion,
-    Phase,
-    /// What a request of a phase met that makes it unlike the phase's others: a cold
-    /// request's idle time, a fresh request's connection as verified. `null` for the
-    /// rest. See [`condition`].
-    Condition,
-    Concurrency,
-    Scenario,
-    /// The share link the run came from (its study id).
-    Study,
-}
-
-impl Dimension {
-    pub const ALL: [Dimension; 12] = [
-        Dimension::Network,
-        Dimension::EffectiveType,
-        Dimension::Browser,
-        Dimension::Os,
-        Dimension::Mobile,
-        Dimension::TargetLabel,
-        Dimension::TargetVersion,
-        Dimension::Phase,
-        Dimension::Condition,
-        Dimension::Concurrency,
-        Dimension::Scenario,
-        Dimension::Study,
-    ];
-
-    /// The name in query strings and answers.
-    pub fn name(self) -> &'static str {
-        match self {
-            Dimension::Network => "network",
-            Dimension::EffectiveType => "effective_type",
-            Dimension::Browser => "browser",
-            Dimension::Os => "os",
-            Dimension::Mobile => "mobile",
-            Dimension::TargetLabel => "target_label",
-            Dimension::TargetVersion => "target_version",
-            Dimension::Phase => "phase",
-            Dimension::Condition => "condition",
-            Dimension::Concurrency => "concurrency",
-            Dimension::Scenario => "scenario",
-            Dimension::Study => "study",
-        }
-    }
-
-    /// What a person reads.
-    pub fn title(self) -> &'static str {
-        match self {
-            Dimension::Network => "Network",
-            Dimension::EffectiveType => "Effective type",
-            Dimension::Browser => "Browser",
-            Dimension::Os => "OS",
-            Dimension::Mobile => "Mobile",
-            Dimension::TargetLabel => "Target",
-            Dimension::TargetVersion => "Version",
-            Dimension::Phase => "Phase",
-            Dimension::Condition => "Condition",
-            Dimension::Concurrency => "Concurrency",
-            Dimension::Scenario => "Scenario",
-            Dimension::Study => "Link",
-        }
-    }
-
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|d| d.name() == name)
-    }
-}
 
 /// One sample as a summary reads it: its value of each grouping dimension (as text, ""
 /// when it had none), and its numbers.

@@ -16,18 +16,18 @@ use std::collections::{BTreeMap, HashMap};
 
 use anyhow::{Context, bail};
 use firsttoken_core::plan::Phase;
-use firsttoken_core::schema::Run;
+use firsttoken_core::schema::{Run, Sample};
 use firsttoken_crowd::sketch::Sketch;
 use firsttoken_crowd::summary::{Cell, counted_in_crowd};
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
-use super::filter::group_values;
-use super::{Dimension, Filter, Piece, Pool};
+use super::dimensions::Values;
+use super::{Dimension, Filter, Piece, Pool, Value};
 
-/// Bound parameters per cell row, and the most cell rows per INSERT
-/// (`super::statements`: every size is prepared once per connection).
-const CELL_COLUMNS: usize = 21;
+/// Bound parameters per cell row (a column per dimension and nine more), and the most
+/// cell rows per INSERT (`super::statements`: every size is prepared once per connection).
+const CELL_COLUMNS: usize = 9 + Dimension::ALL.len();
 pub(super) const CELLS_PER_INSERT: usize = 64;
 const _: () = assert!(CELLS_PER_INSERT * CELL_COLUMNS <= 32_766);
 /// Runs whose cells are rebuilt per transaction when the collector starts.
@@ -36,21 +36,36 @@ const REBUILD_RUNS: usize = 200;
 /// The values of a cell's dimensions: the same for every sample in it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) struct CellKey {
-    pub phase: String,
-    /// [`firsttoken_core::condition::condition`]: a cold request's idle time, a fresh
-    /// request's connection.
-    pub condition: Option<String>,
-    pub concurrency: i64,
-    pub scenario: Option<String>,
-    pub target_label: String,
-    pub target_version: Option<String>,
+    /// Whether its target is the collector's demo (not a dimension: demo samples are
+    /// left out of the crowd unless asked for).
     pub target_demo: bool,
-    pub network: String,
-    pub effective_type: Option<String>,
-    pub browser: Option<String>,
-    pub os: Option<String>,
-    pub mobile: Option<bool>,
-    pub study: Option<String>,
+    /// Its value of each dimension, at [`Dimension::index`].
+    pub values: Values,
+}
+
+/// A sample's value of `dimension`: the one place the collector reads a dimension from
+/// a run's record.
+fn value_of(dimension: Dimension, run: &Run, sample: &Sample) -> Option<Value> {
+    let (client, target) = (&run.client, run.target_of(sample));
+    let text = |text: &str| Some(Value::Text(text.to_owned()));
+    let some_text = |text: &Option<String>| text.clone().map(Value::Text);
+    match dimension {
+        Dimension::Network => text(client.network.name()),
+        Dimension::EffectiveType => some_text(&client.effective_type),
+        Dimension::Browser => some_text(&client.browser),
+        Dimension::Os => some_text(&client.os),
+        Dimension::Mobile => client.mobile.map(Value::Bool),
+        Dimension::TargetLabel => text(&target.label),
+        Dimension::TargetVersion => some_text(&target.version),
+        Dimension::Phase => text(sample.phase.name()),
+        // A cold request's idle time, a fresh request's connection.
+        Dimension::Condition => firsttoken_core::condition::condition(sample).map(Value::Text),
+        Dimension::Concurrency => Some(Value::Int(i64::from(sample.concurrency))),
+        Dimension::Scenario => some_text(&sample.scenario),
+        Dimension::Study => some_text(&run.study_id),
+        #[cfg(feature = "probe-dimension")]
+        Dimension::Probe => Some(Value::Int(i64::from(sample.index % 2))),
+    }
 }
 
 /// One sample as a cell counts it.
@@ -181,7 +196,6 @@ impl Ranges {
 /// its cells count that many, evenly spread ([`counted_in_crowd`]), and keep the indexes
 /// of all.
 pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
-    let client = &run.client;
     let mut of_phase: HashMap<Phase, usize> = HashMap::new();
     for s in &run.samples {
         *of_phase.entry(s.phase).or_default() += 1;
@@ -194,21 +208,9 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
             let rank = ranked.entry(s.phase).or_default();
             let in_crowd = counted_in_crowd(*rank, of_phase[&s.phase]);
             *rank += 1;
-            let target = run.target_of(s);
             let key = CellKey {
-                phase: s.phase.name().to_owned(),
-                condition: firsttoken_core::condition::condition(s),
-                concurrency: i64::from(s.concurrency),
-                scenario: s.scenario.clone(),
-                target_label: target.label.clone(),
-                target_version: target.version.clone(),
-                target_demo: target.demo,
-                network: client.network.name().to_owned(),
-                effective_type: client.effective_type.clone(),
-                browser: client.browser.clone(),
-                os: client.os.clone(),
-                mobile: client.mobile,
-                study: run.study_id.clone(),
+                target_demo: run.target_of(s).demo,
+                values: Dimension::ALL.map(|d| value_of(d, run, s)).to_vec(),
             };
             let counted = Counted {
                 index: s.index,
@@ -226,11 +228,11 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
 macro_rules! insert_cells {
     ($conn:expr, $rows:expr) => {{
         for chunk in $crate::db::statements::chunks(&$rows, $crate::db::cells::CELLS_PER_INSERT) {
-            let mut insert = QueryBuilder::new(
-                "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, phase, condition, \
-                 concurrency, scenario, target_label, target_version, network, effective_type, \
-                 browser, os, mobile, study, samples, errors, ttft, e2e, indexes) ",
-            );
+            let mut insert = QueryBuilder::new(format!(
+                "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, {}, samples, \
+                 errors, ttft, e2e, indexes) ",
+                $crate::db::dimensions::columns()
+            ));
             insert.push_values(chunk, |mut row, c| {
                 // Rows or references to them.
                 let c: &$crate::db::cells::CellRow = c;
@@ -239,20 +241,15 @@ macro_rules! insert_cells {
                 row.push_bind(c.run_id.clone())
                     .push_bind(c.cell as i64)
                     .push_bind(c.received_at_ms)
-                    .push_bind(c.key.target_demo)
-                    .push_bind(c.key.phase.clone())
-                    .push_bind(c.key.condition.clone())
-                    .push_bind(c.key.concurrency)
-                    .push_bind(c.key.scenario.clone())
-                    .push_bind(c.key.target_label.clone())
-                    .push_bind(c.key.target_version.clone())
-                    .push_bind(c.key.network.clone())
-                    .push_bind(c.key.effective_type.clone())
-                    .push_bind(c.key.browser.clone())
-                    .push_bind(c.key.os.clone())
-                    .push_bind(c.key.mobile)
-                    .push_bind(c.key.study.clone())
-                    .push_bind(c.samples as i64)
+                    .push_bind(c.key.target_demo);
+                for d in $crate::db::Dimension::ALL {
+                    $crate::db::dimensions::bind(
+                        &mut row,
+                        d.kind(),
+                        c.key.values[d.index()].as_ref(),
+                    );
+                }
+                row.push_bind(c.samples as i64)
                     .push_bind(errors)
                     .push_bind(c.ttft.encode())
                     .push_bind(c.e2e.encode())
@@ -364,7 +361,7 @@ pub(super) async fn summary_cells(
         let mut select =
             QueryBuilder::new("SELECT run_id, samples, errors, ttft, e2e, received_at_ms");
         for dimension in group_by {
-            select.push(", ").push(super::Column::column(*dimension));
+            select.push(", ").push(dimension.name());
         }
         select.push(" FROM cells");
         filter.push_where_outside(&mut select, outside);
@@ -374,7 +371,7 @@ pub(super) async fn summary_cells(
         // back after another would be counted twice.
         let (mut at, mut runs_at) = (i64::MIN, Vec::<String>::new());
         while let Some(row) = rows.try_next().await? {
-            let group = group_values(&row, 6, group_by)?;
+            let group = super::dimensions::group_values(&row, 6, group_by)?;
             let (received_at_ms, run_id): (i64, String) = (row.try_get(5)?, row.try_get(0)?);
             if received_at_ms != at {
                 if received_at_ms < at {

@@ -2,40 +2,11 @@
 //! and the dimensions a summary groups by. A cell's samples share every value a filter
 //! names, so a sample matches a filter exactly when its cell does.
 
-pub use firsttoken_crowd::summary::Dimension;
-use sqlx::{Database, Encode, QueryBuilder, Row, Type};
+pub use firsttoken_crowd::summary::{Dimension, Kind};
+use sqlx::{Database, Encode, QueryBuilder, Type};
 
-/// How a dimension's values are stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Text,
-    Bool,
-    Int,
-}
-
-/// Where a dimension lives in the `cells` table.
-pub trait Column {
-    /// The column (named as the dimension).
-    fn column(self) -> &'static str;
-    fn kind(self) -> Kind;
-}
-
-impl Column for Dimension {
-    fn column(self) -> &'static str {
-        self.name()
-    }
-
-    fn kind(self) -> Kind {
-        match self {
-            Dimension::Mobile => Kind::Bool,
-            Dimension::Concurrency => Kind::Int,
-            _ => Kind::Text,
-        }
-    }
-}
-
-/// A value a dimension is filtered to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A value of a dimension: what a filter names, and what a cell or a fold holds.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Value {
     Text(String),
     Bool(bool),
@@ -222,7 +193,7 @@ impl Filter {
         }
         for (dimension, value) in &self.equals {
             let q = clause.next();
-            q.push(dimension.column()).push(" = ");
+            q.push(dimension.name()).push(" = ");
             match value {
                 Value::Text(text) => q.push_bind(text.clone()),
                 Value::Bool(flag) => q.push_bind(*flag),
@@ -282,38 +253,4 @@ impl<'q, 'a, DB: Database> Clause<'q, 'a, DB> {
         self.started = true;
         self.query
     }
-}
-
-/// The values of `group_by` in the columns from `first` on, as text (booleans as
-/// `true`/`false`, numbers in decimal, absent as "").
-pub(super) fn group_values<R>(
-    row: &R,
-    first: usize,
-    group_by: &[Dimension],
-) -> Result<Vec<String>, sqlx::Error>
-where
-    R: Row,
-    usize: sqlx::ColumnIndex<R>,
-    for<'r> Option<String>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Option<bool>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-    for<'r> Option<i64>: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
-{
-    group_by
-        .iter()
-        .enumerate()
-        .map(|(i, dimension)| {
-            let at = first + i;
-            Ok(match Column::kind(*dimension) {
-                Kind::Text => row.try_get::<Option<String>, _>(at)?.unwrap_or_default(),
-                Kind::Bool => row
-                    .try_get::<Option<bool>, _>(at)?
-                    .map(|b| b.to_string())
-                    .unwrap_or_default(),
-                Kind::Int => row
-                    .try_get::<Option<i64>, _>(at)?
-                    .map(|n| n.to_string())
-                    .unwrap_or_default(),
-            })
-        })
-        .collect()
 }

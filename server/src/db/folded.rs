@@ -9,24 +9,12 @@ use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
 use super::days::{DAY_MS, day_of};
+use super::dimensions::{self, ALL_VARYING, DEMO};
 use super::{Dimension, Filter, Piece, Pool};
 
 /// The most separate ranges of days a summary reads folded; past it, the shortest are
 /// read from their cells (slower, the same numbers).
 const MOST_RANGES: usize = 64;
-/// The dimensions that can vary within a run: bits 0 to 5 of `varies` and `merged`; bit
-/// 6 is whether the target is the demo one.
-pub(super) const VARYING: [Dimension; 6] = [
-    Dimension::Phase,
-    Dimension::Concurrency,
-    Dimension::Scenario,
-    Dimension::TargetLabel,
-    Dimension::TargetVersion,
-    Dimension::Condition,
-];
-pub(super) const DEMO: i64 = 1 << 6;
-pub(super) const ALL_VARYING: i64 = (1 << 7) - 1;
-
 /// Which of the varying dimensions (bits as `varies`) a summary grouping by `group_by`
 /// and filtering by `filter` names: it reads rows that merge all others.
 fn named(filter: &Filter, group_by: &[Dimension]) -> i64 {
@@ -36,9 +24,9 @@ fn named(filter: &Filter, group_by: &[Dimension]) -> i64 {
     } else {
         DEMO
     };
-    (0..VARYING.len())
-        .filter(|&bit| named(VARYING[bit]))
-        .fold(demo, |mask, bit| mask | (1 << bit))
+    dimensions::varying()
+        .filter(|&(d, _)| named(d))
+        .fold(demo, |mask, (_, bit)| mask | bit)
 }
 
 /// The whole days within `filter`'s dates whose folds are current, as ranges of
@@ -96,7 +84,7 @@ pub(super) async fn summary_folds(
     with_pool!(pool, |p| {
         let mut select = QueryBuilder::new("SELECT fold");
         for dimension in group_by {
-            select.push(", ").push(super::Column::column(*dimension));
+            select.push(", ").push(dimension.name());
         }
         // Of each day, the rows that merge every varying dimension the summary does not
         // name, and no other.
@@ -111,7 +99,7 @@ pub(super) async fn summary_folds(
             let bytes: Vec<u8> = row.try_get(0)?;
             let fold = Fold::decode(&bytes).context("a day's fold")?;
             pieces.push(Piece::Fold(
-                super::filter::group_values(&row, 1, group_by)?,
+                super::dimensions::group_values(&row, 1, group_by)?,
                 fold,
             ));
             if pieces.len() == batch {

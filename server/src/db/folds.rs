@@ -4,8 +4,9 @@
 //!
 //! A fold adds up only with folds of other runs, and a summary groups and filters by any
 //! dimensions. Most are the same for all of a run's samples (its network, its browser,
-//! its link); phase, condition, concurrency, scenario and target (label, version, demo or
-//! not) can differ between a run's samples. So each day is folded once for every choice of which
+//! its link); those the dimension table marks `within_run` (phase, condition, concurrency,
+//! scenario, target label and version; `dimensions.rs`), and whether the target is the
+//! demo, can differ between a run's samples. So each day is folded once for every choice of which
 //! of the dimensions that do differ within some run of that day (`varies`, usually only
 //! the phase) to merge, per combination of the other dimensions' values: each run lands in
 //! one row per choice, and a summary reads the rows that merge exactly the varying
@@ -37,14 +38,15 @@ use firsttoken_crowd::sketch::Sketch;
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
-use super::Pool;
 use super::days::{DAY_MS, SETTLE_MS, day_of};
-use super::folded::DEMO;
+use super::dimensions::{self, DEMO, Values};
+use super::{Dimension, Pool, Value};
 
 /// Runs folded at a time into a row's fold while a day is folded.
 const RUNS_PER_STEP: usize = 4_096;
-/// Rows per INSERT of folds (16 parameters each).
+/// Rows per INSERT of folds (a parameter per dimension and four more each).
 const ROWS_PER_INSERT: usize = 500;
+const _: () = assert!(ROWS_PER_INSERT * (4 + Dimension::ALL.len()) <= 32_766);
 /// The most rows of folds a day may have; past them it is read from its cells (its
 /// `varies` is [`TOO_VARIED`]).
 pub const MOST_ROWS: usize = 50_000;
@@ -56,18 +58,8 @@ const TOO_VARIED: i64 = -1;
 struct Key {
     merged: i64,
     target_demo: Option<bool>,
-    phase: Option<String>,
-    concurrency: Option<i64>,
-    scenario: Option<String>,
-    target_label: Option<String>,
-    target_version: Option<String>,
-    condition: Option<String>,
-    network: String,
-    effective_type: Option<String>,
-    browser: Option<String>,
-    os: Option<String>,
-    mobile: Option<bool>,
-    study: Option<String>,
+    /// At [`Dimension::index`].
+    values: Values,
 }
 
 /// One cell of the day being folded.
@@ -162,11 +154,11 @@ async fn fold_day(
     // A run's cells together, runs by id (as a summary orders them: byte order).
     let mut run: Option<(String, Vec<DayCell>)> = None;
     with_pool!(pool, |p| {
-        let mut select = QueryBuilder::new(
-            "SELECT run_id, samples, errors, ttft, e2e, target_demo, phase, concurrency, \
-             scenario, target_label, target_version, network, effective_type, browser, os, \
-             mobile, study, condition FROM cells WHERE received_at_ms >= ",
-        );
+        let mut select = QueryBuilder::new(format!(
+            "SELECT run_id, samples, errors, ttft, e2e, target_demo, {} \
+             FROM cells WHERE received_at_ms >= ",
+            dimensions::columns()
+        ));
         select
             .push_bind(day)
             .push(" AND received_at_ms < ")
@@ -191,18 +183,11 @@ async fn fold_day(
                 key: Key {
                     merged: 0,
                     target_demo: Some(row.try_get(5)?),
-                    phase: Some(row.try_get(6)?),
-                    concurrency: Some(row.try_get(7)?),
-                    scenario: row.try_get(8)?,
-                    target_label: Some(row.try_get(9)?),
-                    target_version: row.try_get(10)?,
-                    network: row.try_get(11)?,
-                    effective_type: row.try_get(12)?,
-                    browser: row.try_get(13)?,
-                    os: row.try_get(14)?,
-                    mobile: row.try_get(15)?,
-                    study: row.try_get(16)?,
-                    condition: row.try_get(17)?,
+                    values: Dimension::ALL
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, d)| dimensions::read(&row, 6 + i, d.kind()))
+                        .collect::<Result<_, _>>()?,
                 },
             };
             match &mut run {
@@ -267,28 +252,18 @@ async fn fold_day(
         delete.push_bind(day);
         delete.build().execute(&mut *tx).await?;
         for chunk in rows.chunks(ROWS_PER_INSERT) {
-            let mut insert = QueryBuilder::new(
-                "INSERT INTO folds (day_ms, merged, target_demo, phase, concurrency, scenario, \
-                 target_label, target_version, network, effective_type, browser, os, mobile, \
-                 study, condition, fold) ",
-            );
+            let mut insert = QueryBuilder::new(format!(
+                "INSERT INTO folds (day_ms, merged, target_demo, {}, fold) ",
+                dimensions::columns()
+            ));
             insert.push_values(chunk, |mut row, (key, fold)| {
                 row.push_bind(day)
                     .push_bind(key.merged)
-                    .push_bind(key.target_demo)
-                    .push_bind(key.phase.clone())
-                    .push_bind(key.concurrency)
-                    .push_bind(key.scenario.clone())
-                    .push_bind(key.target_label.clone())
-                    .push_bind(key.target_version.clone())
-                    .push_bind(key.network.clone())
-                    .push_bind(key.effective_type.clone())
-                    .push_bind(key.browser.clone())
-                    .push_bind(key.os.clone())
-                    .push_bind(key.mobile)
-                    .push_bind(key.study.clone())
-                    .push_bind(key.condition.clone())
-                    .push_bind(fold.encode());
+                    .push_bind(key.target_demo);
+                for d in Dimension::ALL {
+                    dimensions::bind(&mut row, d.kind(), key.values[d.index()].as_ref());
+                }
+                row.push_bind(fold.encode());
             });
             insert.build().persistent(false).execute(&mut *tx).await?;
         }
@@ -307,50 +282,42 @@ async fn fold_day(
 /// The varying dimensions (bits as `varies`) some run of `day` has more than one value
 /// of, from a pass over the cells' dimensions alone.
 async fn varies(pool: &Pool, day: i64) -> anyhow::Result<i64> {
-    type Values = (
-        String,
-        bool,
-        String,
-        i64,
-        Option<String>,
-        String,
-        Option<String>,
-        Option<String>,
-    );
+    let varying: Vec<(Dimension, i64)> = dimensions::varying().collect();
     let mut varies = 0;
-    let mut first: Option<Values> = None;
+    // The run being read, its first cell's demo flag and values of the varying dimensions.
+    let mut first: Option<(String, bool, Vec<Option<Value>>)> = None;
     with_pool!(pool, |p| {
-        let mut select = QueryBuilder::new(
-            "SELECT run_id, target_demo, phase, concurrency, scenario, target_label, \
-             target_version, condition FROM cells WHERE received_at_ms >= ",
-        );
+        let mut select = QueryBuilder::new("SELECT run_id, target_demo");
+        for (d, _) in &varying {
+            select.push(", ").push(d.name());
+        }
         select
+            .push(" FROM cells WHERE received_at_ms >= ")
             .push_bind(day)
             .push(" AND received_at_ms < ")
             .push_bind(day + DAY_MS)
             .push(" ORDER BY run_id");
-        let mut cells = select.build_query_as::<Values>().fetch(p);
-        while let Some(cell) = cells.try_next().await? {
+        let mut cells = select.build().fetch(p);
+        while let Some(row) = cells.try_next().await? {
+            let run_id: String = row.try_get(0)?;
+            let demo: bool = row.try_get(1)?;
+            let values = varying
+                .iter()
+                .enumerate()
+                .map(|(i, (d, _))| dimensions::read(&row, 2 + i, d.kind()))
+                .collect::<Result<Vec<_>, _>>()?;
             match &first {
-                Some(f) if f.0 == cell.0 => {
-                    let differs = [
-                        f.2 != cell.2,
-                        f.3 != cell.3,
-                        f.4 != cell.4,
-                        f.5 != cell.5,
-                        f.6 != cell.6,
-                        f.7 != cell.7,
-                    ];
-                    for (bit, differs) in differs.into_iter().enumerate() {
-                        if differs {
-                            varies |= 1 << bit;
+                Some((id, first_demo, first_values)) if *id == run_id => {
+                    for (at, (_, bit)) in varying.iter().enumerate() {
+                        if first_values[at] != values[at] {
+                            varies |= bit;
                         }
                     }
-                    if f.1 != cell.1 {
+                    if *first_demo != demo {
                         varies |= DEMO;
                     }
                 }
-                _ => first = Some(cell),
+                _ => first = Some((run_id, demo, values)),
             }
         }
         anyhow::Ok(())
@@ -370,26 +337,12 @@ fn add_run(rows: &mut HashMap<Key, Folding>, varies: i64, run_id: String, cells:
         for cell in &cells {
             let mut key = cell.key.clone();
             key.merged = merged;
-            let gone = |bit: i64| merged & bit != 0;
-            if gone(1) {
-                key.phase = None;
+            for (d, bit) in dimensions::varying() {
+                if merged & bit != 0 {
+                    key.values[d.index()] = None;
+                }
             }
-            if gone(2) {
-                key.concurrency = None;
-            }
-            if gone(4) {
-                key.scenario = None;
-            }
-            if gone(8) {
-                key.target_label = None;
-            }
-            if gone(16) {
-                key.target_version = None;
-            }
-            if gone(32) {
-                key.condition = None;
-            }
-            if gone(DEMO) {
+            if merged & DEMO != 0 {
                 key.target_demo = None;
             }
             let part = parts.entry(key).or_default();

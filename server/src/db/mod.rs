@@ -19,7 +19,7 @@ use sqlx::{QueryBuilder, Row};
 
 pub use days::{DAY_MS, SETTLE_MS, day_of};
 pub use export::ExportRun;
-pub use filter::{Column, DemoSamples, Dimension, Filter, Kind, Value};
+pub use filter::{DemoSamples, Dimension, Filter, Kind, Value};
 use firsttoken_crowd::fold::Fold;
 pub use firsttoken_crowd::summary::Cell;
 pub use folds::{Folded, MOST_ROWS};
@@ -46,6 +46,7 @@ macro_rules! with_pool {
 mod cells;
 mod days;
 mod delete;
+mod dimensions;
 mod export;
 mod folded;
 mod folds;
@@ -224,6 +225,7 @@ impl Db {
             .await
             .context("cannot make the monthly partitions of runs and cells")?;
         let pool = Pool::Postgres(pool);
+        dimensions::ensure(&pool).await?;
         cells::rebuild_missing(&pool)
             .await
             .context("cannot rebuild the summaries' cells")?;
@@ -255,6 +257,7 @@ impl Db {
             .await
             .context("cannot bring the SQLite schema up to date")?;
         let pool = Pool::Sqlite(pool);
+        dimensions::ensure(&pool).await?;
         cells::rebuild_missing(&pool)
             .await
             .context("cannot rebuild the summaries' cells")?;

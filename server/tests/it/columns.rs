@@ -36,12 +36,14 @@ async fn no_table_holds_a_row_per_sample() {
             .expect("PostgreSQL's tables"),
         };
         tables.sort();
-        // The signing key and the studies signed hold a row each, the source keys a row
+        // The dimensions hold a row each (what the cells' columns were made for), the
+        // signing key and the studies signed hold a row each, the source keys a row
         // a day and the run sources a row a run; PostgreSQL's count of stored bytes a
         // row a write until folded into one: never one a sample.
         let mut expected = vec![
             "cells",
             "days",
+            "dimensions",
             "folds",
             "run_ids",
             "run_sources",

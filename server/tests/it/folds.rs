@@ -150,7 +150,7 @@ async fn answers(db: &Db, queries: &[String]) -> Vec<Value> {
 
 /// Equal answers: every number the same but means, which add the same values in another
 /// order (equal to rounding).
-fn same(a: &Value, b: &Value, path: &str) {
+pub(crate) fn same(a: &Value, b: &Value, path: &str) {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
             let (x, y) = (x.as_f64().expect("number"), y.as_f64().expect("number"));

@@ -10,6 +10,8 @@ mod admin;
 mod budgets;
 mod columns;
 mod demo;
+#[cfg(feature = "probe-dimension")]
+mod dimensions;
 mod export;
 mod folds;
 mod group_commit;

@@ -574,5 +574,10 @@ async fn the_contracts_types_read_the_collectors_answers_and_write_them_back() {
         error.error.message
     );
     assert_eq!(serde_json::to_value(&error).expect("json"), body);
+    // What the app reads of it: the message alone.
+    assert_eq!(
+        ErrorBody::message_of(&body.to_string()),
+        Some(error.error.message.clone())
+    );
     t.cleanup().await;
 }
