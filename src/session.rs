@@ -264,8 +264,9 @@ impl Session {
                     samples: this.samples.get_untracked(),
                 }
                 .into_run();
-                // Anything odd a server sent is dropped (and counted) here at the latest,
-                // so one strange value cannot cost the user the run they sat through.
+                // The engine made each sample clean (anything odd a server sent dropped
+                // and counted), so one strange value cannot cost the user the run they
+                // sat through; this checks that, and brings the run within its bounds.
                 run.clean();
                 let status = if run.samples.is_empty() {
                     Status::Finished {

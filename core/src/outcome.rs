@@ -1,11 +1,12 @@
-//! Turns what the engine saw of one request into a [`Sample`]: the response (if any), the
-//! stream's metrics and how the request ended. Pure, so every error class is tested
-//! natively; the engine only fetches, reads and stamps.
+//! Turns what the engine saw of one request ([`Observation`]) into a [`Sample`], in one
+//! step: the response (if any), the stream's metrics, how the request ended, and what
+//! the engine learnt around it (Resource Timing, the page's visibility, its waits). Pure,
+//! so every error class is tested natively; the engine only fetches, reads and stamps.
 
 use firsttoken_stream::recorder::StreamMetrics;
 
 use crate::plan::Phase;
-use crate::schema::{ErrorClass, Sample};
+use crate::schema::{Connection, ErrorClass, Sample, ServerTimingEntry, stored_time};
 use crate::text::clean_text;
 
 /// How a request ended.
@@ -51,54 +52,124 @@ pub struct Position {
 /// ([`crate::schema::MAX_MESSAGE_CHARS`], which a record from another client may use).
 const KEPT_MESSAGE_CHARS: usize = 300;
 
-/// Builds the sample. `end_ms` is when the request ended, from `t0`; it becomes `e2e_ms`
-/// only when the body was read to its end.
-pub fn sample(
-    at: Position,
-    head: Option<&ResponseHead>,
-    metrics: StreamMetrics,
-    ending: &Ending,
-    end_ms: f64,
-) -> Sample {
-    let (error, message) = classify(head, &metrics, ending, at.phase.streams());
-    let completed = head.is_some() && *ending == Ending::Completed;
-    let mut sample = Sample {
-        index: at.index,
-        phase: at.phase,
-        target: at.target,
-        scenario: at.scenario,
-        concurrency: at.concurrency,
-        batch: at.batch,
-        idle_ms: at.idle_ms,
-        start_ms: at.start_ms,
-        status: head.map_or(0, |h| h.status),
-        error,
-        error_message: message.map(|m| clean_text(&m, KEPT_MESSAGE_CHARS)),
-        headers_ms: head.map(|h| h.headers_ms),
-        ttfb_ms: metrics.ttfb_ms,
-        ttft_ms: metrics.ttft_ms,
-        ttft_any_ms: metrics.ttft_any_ms,
-        last_token_ms: metrics.last_token_ms,
-        e2e_ms: completed.then_some(end_ms),
-        itl_ms: metrics.itl_ms,
-        output_chunks: metrics.output_chunks,
-        reasoning_chunks: metrics.reasoning_chunks,
-        usage: metrics.usage,
-        done: metrics.done,
-        stream_timings: metrics.timings,
-        // What only the engine knows (Resource Timing, Server-Timing, page visibility) it
-        // fills in afterwards.
-        conn: None,
-        server_timing: Vec::new(),
-        hidden: false,
-        idle_spent_ms: None,
-        idle_timer_late_ms: None,
-        retry_wait_ms: None,
-        redirected: false,
-        dropped: 0,
-    };
-    sample.clean();
-    sample
+/// What the engine saw of one request, gathered in one place as it learns it: where the
+/// request sits in its run, its response head (if any), the stream's metrics, how and
+/// when it ended, and what only the engine knows (the page's visibility, the idle wait
+/// before it, a redirect, then, once its batch's Resource Timing entries are paired, its
+/// connection, `Server-Timing` and index, and the `Retry-After` wait after it).
+/// [`Observation::into_sample`] turns it into the run's [`Sample`], once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub at: Position,
+    pub head: Option<ResponseHead>,
+    pub metrics: StreamMetrics,
+    pub ending: Ending,
+    /// When the request ended, from `t0`; it becomes `e2e_ms` only when the body was
+    /// read to its end.
+    pub end_ms: f64,
+    /// The page was hidden at some point during the request or its idle wait.
+    pub hidden: bool,
+    /// The response came after a redirect (`Response.redirected`).
+    pub redirected: bool,
+    /// For a cold request: the idle time spent, and how late the wait's timer came back.
+    pub idle_spent_ms: Option<f64>,
+    pub idle_timer_late_ms: Option<f64>,
+    /// For a `429` answer: how long the engine waited after it.
+    pub retry_wait_ms: Option<f64>,
+    /// The connection, from Resource Timing and the connection log.
+    pub conn: Option<Connection>,
+    /// The response's `Server-Timing` entries, as the browser gave them.
+    pub server_timing: Vec<ServerTimingEntry>,
+}
+
+impl Observation {
+    /// What the request itself showed; the rest is filled in as the engine learns it.
+    pub fn new(
+        at: Position,
+        head: Option<ResponseHead>,
+        metrics: StreamMetrics,
+        ending: Ending,
+        end_ms: f64,
+    ) -> Self {
+        Self {
+            at,
+            head,
+            metrics,
+            ending,
+            end_ms,
+            hidden: false,
+            redirected: false,
+            idle_spent_ms: None,
+            idle_timer_late_ms: None,
+            retry_wait_ms: None,
+            conn: None,
+            server_timing: Vec::new(),
+        }
+    }
+
+    /// Whether the body was read to its end.
+    fn completed(&self) -> bool {
+        self.head.is_some() && self.ending == Ending::Completed
+    }
+
+    /// The sample's `e2e_ms`, exactly as [`Observation::into_sample`] will record it
+    /// (cleaned and rounded): the engine pairs Resource Timing entries by it before the
+    /// sample is made.
+    pub fn e2e_ms(&self) -> Option<f64> {
+        self.completed()
+            .then_some(self.end_ms)
+            .and_then(stored_time)
+    }
+
+    /// The sample, made and cleaned in one step ([`Sample::clean`]: error message and
+    /// texts clamped, what no record may hold dropped and counted, times rounded). Its
+    /// error class and message come from how the request ended; the message is kept
+    /// shorter than a record allows (300 characters).
+    pub fn into_sample(self) -> Sample {
+        let (error, message) = classify(
+            self.head.as_ref(),
+            &self.metrics,
+            &self.ending,
+            self.at.phase.streams(),
+        );
+        let completed = self.completed();
+        let (at, head, metrics) = (self.at, self.head, self.metrics);
+        let mut sample = Sample {
+            index: at.index,
+            phase: at.phase,
+            target: at.target,
+            scenario: at.scenario,
+            concurrency: at.concurrency,
+            batch: at.batch,
+            idle_ms: at.idle_ms,
+            start_ms: at.start_ms,
+            status: head.as_ref().map_or(0, |h| h.status),
+            error,
+            error_message: message.map(|m| clean_text(&m, KEPT_MESSAGE_CHARS)),
+            headers_ms: head.as_ref().map(|h| h.headers_ms),
+            ttfb_ms: metrics.ttfb_ms,
+            ttft_ms: metrics.ttft_ms,
+            ttft_any_ms: metrics.ttft_any_ms,
+            last_token_ms: metrics.last_token_ms,
+            e2e_ms: completed.then_some(self.end_ms),
+            itl_ms: metrics.itl_ms,
+            output_chunks: metrics.output_chunks,
+            reasoning_chunks: metrics.reasoning_chunks,
+            usage: metrics.usage,
+            done: metrics.done,
+            stream_timings: metrics.timings,
+            conn: self.conn,
+            server_timing: self.server_timing,
+            hidden: self.hidden,
+            idle_spent_ms: self.idle_spent_ms,
+            idle_timer_late_ms: self.idle_timer_late_ms,
+            retry_wait_ms: self.retry_wait_ms,
+            redirected: self.redirected,
+            dropped: 0,
+        };
+        sample.clean();
+        sample
+    }
 }
 
 /// The error class and message, most fundamental failure first: no response, a bad
@@ -198,6 +269,17 @@ pub fn is_event_stream(content_type: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sample of a request the engine learnt nothing more about.
+    fn sample(
+        at: Position,
+        head: Option<&ResponseHead>,
+        metrics: StreamMetrics,
+        ending: &Ending,
+        end_ms: f64,
+    ) -> Sample {
+        Observation::new(at, head.cloned(), metrics, ending.clone(), end_ms).into_sample()
+    }
 
     const AT: Position = Position {
         index: 0,
@@ -499,5 +581,115 @@ mod tests {
             s.error_message.expect("message").chars().count(),
             KEPT_MESSAGE_CHARS
         );
+    }
+    /// What the engine learnt around a request, odd values included: a connection with
+    /// a negative time and an unknown protocol, a day-long `Server-Timing` entry, times
+    /// finer than a record keeps.
+    fn learnt(mut o: Observation) -> Observation {
+        o.at.index = 7;
+        o.at.start_ms = 1_234.567_891;
+        o.hidden = true;
+        o.redirected = true;
+        o.idle_spent_ms = Some(30_012.345_678);
+        o.idle_timer_late_ms = Some(-1.0);
+        o.retry_wait_ms = Some(1_000.123_456);
+        o.conn = Some(Connection {
+            reused: Some(false),
+            new_connection: Some(true),
+            protocol: Some("h2 with spaces".into()),
+            dns_ms: Some(-2.0),
+            connect_ms: Some(12.345_678),
+            tls_ms: Some(6.000_001),
+            sent_ms: Some(20.1),
+            wait_ms: Some(f64::NAN),
+        });
+        o.server_timing = vec![
+            ServerTimingEntry {
+                name: "db".into(),
+                duration_ms: 53.333_333,
+                description: Some("query\n".into()),
+            },
+            ServerTimingEntry {
+                name: "forever".into(),
+                duration_ms: 2.0 * crate::schema::MAX_MS,
+                description: None,
+            },
+        ];
+        o
+    }
+
+    /// The sample made in one step is the one the engine made before, when it cleaned
+    /// the sample as it was made, again once Resource Timing was in, and the record once
+    /// more after the `Retry-After` wait: the same values, the same count of dropped ones.
+    #[test]
+    fn one_step_makes_the_sample_the_repeated_cleaning_made() {
+        let stream = head(200, "text/event-stream");
+        let odd = StreamMetrics {
+            itl_ms: vec![0.1 + 0.2, -4.0, 5.004_999],
+            timings: Some(firsttoken_stream::dialect::Timings::from_iter([
+                ("auth_ms".to_owned(), 12.345_6),
+                ("created_at".to_owned(), 1_764_576_000_000.0),
+            ])),
+            ..answered()
+        };
+        for (metrics, ending) in [
+            (answered(), Ending::Completed),
+            (odd, Ending::Completed),
+            (answered(), Ending::Failed("reset\n".repeat(100))),
+        ] {
+            let observed = learnt(Observation::new(
+                AT.clone(),
+                Some(stream.clone()),
+                metrics,
+                ending,
+                410.123_456_7,
+            ));
+            let once = observed.clone().into_sample();
+            let mut before = sample(
+                Position {
+                    start_ms: observed.at.start_ms,
+                    ..AT.clone()
+                },
+                Some(&stream),
+                observed.metrics.clone(),
+                &observed.ending,
+                observed.end_ms,
+            );
+            before.idle_spent_ms = observed.idle_spent_ms;
+            before.idle_timer_late_ms = observed.idle_timer_late_ms;
+            before.hidden = observed.hidden;
+            before.redirected = observed.redirected;
+            before.conn = observed.conn.clone();
+            before.server_timing = observed.server_timing.clone();
+            before.index = observed.at.index;
+            before.clean();
+            before.retry_wait_ms = observed.retry_wait_ms;
+            before.clean();
+            assert_eq!(once, before);
+            assert_eq!(
+                serde_json::to_string(&once).expect("json"),
+                serde_json::to_string(&before).expect("json")
+            );
+            assert!(once.is_clean(), "{once:?}");
+            assert_eq!(observed.e2e_ms(), once.e2e_ms);
+        }
+    }
+
+    /// The engine pairs Resource Timing entries by the end the sample will record.
+    #[test]
+    fn the_end_is_known_as_it_will_be_recorded() {
+        let stream = head(200, "text/event-stream");
+        for (end_ms, ending) in [
+            (410.123_456_7, Ending::Completed),
+            (0.004_999, Ending::Completed),
+            (2.0 * crate::schema::MAX_MS, Ending::Completed),
+            (f64::NAN, Ending::Completed),
+            (410.0, Ending::TimedOut),
+        ] {
+            let o = Observation::new(AT.clone(), Some(stream.clone()), answered(), ending, end_ms);
+            assert_eq!(o.e2e_ms(), o.clone().into_sample().e2e_ms, "{end_ms}");
+        }
+        let none = Observation::new(AT.clone(), None, answered(), Ending::Completed, 4.0);
+        assert_eq!(none.e2e_ms(), None);
     }
 }

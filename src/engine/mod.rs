@@ -16,6 +16,7 @@ pub mod worker;
 pub use client::{Engine, Placement};
 pub use protocol::{Finished, FromEngine, Progress, ToEngine};
 pub use request::{
-    Ended, Measured, Prepared, RequestSpec, RunContext, measure, measure_alone, prepare, send,
+    Ended, Exchange, Measured, Observed, Prepared, RequestSpec, RunContext, measure, measure_alone,
+    prepare, send,
 };
 pub use runner::{Controls, first_request, fresh_base, run_plan};

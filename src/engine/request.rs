@@ -2,10 +2,12 @@
 //! `performance.now()` the moment its read resolves, before anything parses it.
 //!
 //! The chunks are kept, stamped, and parsed only once the request has ended
-//! ([`Ended::finish`]); the runner finishes a batch's requests when all of them have
-//! ended. Parsing is the engine's main work per chunk, and with ten streams at once a
-//! chunk parsed while another stream's first token waits in the queue would delay that
-//! token's stamp by the parse.
+//! ([`Ended::finish`], which gathers what the request showed into an [`Observation`]);
+//! the runner finishes a batch's requests when all of them have ended, completes their
+//! observations with Resource Timing and makes each one's sample
+//! ([`Observation::into_sample`]). Parsing is the engine's main work per chunk, and with
+//! ten streams at once a chunk parsed while another stream's first token waits in the
+//! queue would delay that token's stamp by the parse.
 
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -14,7 +16,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use firsttoken_core::api::{CLIENT_PORT_HEADER, DEMO_HEADER};
-use firsttoken_core::outcome::{self, Ending, Position, ResponseHead};
+use firsttoken_core::outcome::{self, Ending, Observation, Position, ResponseHead};
 use firsttoken_core::schema::Sample;
 use firsttoken_stream::dialect::Dialect;
 use firsttoken_stream::recorder::StreamRecorder;
@@ -51,17 +53,70 @@ pub struct RequestSpec {
     pub keep_body: bool,
 }
 
-/// A finished request.
+/// A finished request, its sample made ([`Observed::into_measured`]), and its [`Exchange`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measured {
     pub sample: Sample,
+    pub demo: bool,
+    pub client_port: Option<u16>,
+    pub preflighted: bool,
+    pub timing_name: Option<String>,
+    pub redirected: bool,
+    pub t0: f64,
+    pub completed: bool,
+    pub retry_after_ms: Option<f64>,
+    pub content_type: Option<String>,
+    pub body_start: Vec<u8>,
+}
+
+/// A finished request, its sample not made yet: its [`Observation`] (which Resource
+/// Timing completes) and its [`Exchange`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub observation: Observation,
+    pub exchange: Exchange,
+}
+
+impl Observed {
+    /// The request as its batch's Resource Timing entries are paired to it.
+    pub fn requested(&self) -> timing::Requested<'_> {
+        timing::Requested {
+            name: self.exchange.timing_name.as_deref(),
+            t0: self.exchange.t0,
+            completed: self.exchange.completed,
+            ended: self.observation.e2e_ms().map(|e2e| self.exchange.t0 + e2e),
+        }
+    }
+
+    /// Makes the sample, once ([`Observation::into_sample`]).
+    pub fn into_measured(self) -> Measured {
+        let e = self.exchange;
+        Measured {
+            sample: self.observation.into_sample(),
+            demo: e.demo,
+            client_port: e.client_port,
+            preflighted: e.preflighted,
+            timing_name: e.timing_name,
+            redirected: e.redirected,
+            t0: e.t0,
+            completed: e.completed,
+            retry_after_ms: e.retry_after_ms,
+            content_type: e.content_type,
+            body_start: e.body_start,
+        }
+    }
+}
+
+/// What a request showed besides its measurement (for Resource Timing, the connection
+/// log, the target check).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exchange {
     /// The response said it came from the demo target.
     pub demo: bool,
     /// The client port the target saw, when it said (`X-Firsttoken-Client-Port`).
     pub client_port: Option<u16>,
     /// The request needed a CORS preflight (another origin, and a JSON body or custom
-    /// headers): the preflight opened any new connection, so Resource Timing shows the
-    /// request itself on a reused one.
+    /// headers), which opened any new connection: Resource Timing shows it reused.
     pub preflighted: bool,
     /// The URL requested, as the browser writes it: the name of its Resource Timing
     /// entry, even after a redirect.
@@ -181,35 +236,30 @@ impl StampedReader {
     }
 }
 
-/// Sends one request and measures it. Never fails: a failed request is a sample too.
-/// `at.start_ms` is set here, from this request's `t0`. Resource Timing is read by the
-/// caller, once every request of its batch has ended.
+/// Sends one request and observes it; never fails (a failed request is observed too).
+/// `at.start_ms` is set from its `t0`. The caller reads Resource Timing, once every
+/// request of its batch has ended, and makes the sample.
 pub async fn measure(
     scope: &Scope,
     spec: &RequestSpec,
     at: Position,
     run: &RunContext,
-) -> Measured {
+) -> Observed {
     send(scope, spec, at, run).await.finish()
 }
 
 /// One request outside any plan (a check, a test), with its Resource Timing read as the
-/// runner reads a batch's: its connection and `Server-Timing` filled in.
+/// runner reads a batch's: its connection and `Server-Timing` are in its sample.
 pub async fn measure_alone(scope: &Scope, spec: &RequestSpec, run: &RunContext) -> Measured {
-    let mut m = measure(scope, spec, Position::default(), run).await;
-    let requested = [timing::Requested {
-        name: m.timing_name.as_deref(),
-        t0: m.t0,
-        completed: m.completed,
-        ended: m.sample.e2e_ms.map(|e2e| m.t0 + e2e),
-    }];
+    let mut observed = measure(scope, spec, Position::default(), run).await;
     // Alone, its entry is the only one: no tie to break, so any clock grain does.
-    if let Some((conn, server_timing)) = timing::read_batch(scope, &requested, 1.0).await.pop() {
-        m.sample.conn = conn;
-        m.sample.server_timing = server_timing;
+    let timing = timing::read_batch(scope, &[observed.requested()], 1.0).await;
+    if let Some((conn, server_timing)) = timing.into_iter().next() {
+        observed.observation.conn = conn;
+        observed.observation.server_timing = server_timing;
     }
     timing::clear(&scope.performance());
-    m
+    observed.into_measured()
 }
 
 /// The most body bytes a request keeps unparsed; past it, it parses as it reads, so a
@@ -263,7 +313,7 @@ impl StampedBody {
 /// A request that has ended, its body stamped and not yet parsed.
 #[derive(Debug)]
 pub struct Ended {
-    measured: Measured,
+    exchange: Exchange,
     at: Position,
     head: Option<ResponseHead>,
     body: StampedBody,
@@ -273,20 +323,23 @@ pub struct Ended {
 }
 
 impl Ended {
-    /// Parses the body and makes the sample.
-    pub fn finish(mut self) -> Measured {
-        let mut measured = self.measured;
-        measured.body_start = self.body.kept.take().unwrap_or_default();
-        measured.sample = outcome::sample(
+    /// Parses the body and gathers what the request showed.
+    pub fn finish(mut self) -> Observed {
+        let mut exchange = self.exchange;
+        exchange.body_start = self.body.kept.take().unwrap_or_default();
+        let mut observation = Observation::new(
             self.at,
-            self.head.as_ref(),
+            self.head,
             self.body.finish(),
-            &self.ending,
+            self.ending,
             self.end_ms,
         );
-        measured.sample.hidden = self.hidden;
-        measured.sample.redirected = measured.redirected;
-        measured
+        observation.hidden = self.hidden;
+        observation.redirected = exchange.redirected;
+        Observed {
+            observation,
+            exchange,
+        }
     }
 }
 
@@ -309,7 +362,7 @@ pub struct Prepared {
     /// When the response head or the latest chunk arrived; the stall watch reads it.
     progress: Rc<Cell<f64>>,
     body: StampedBody,
-    measured: Measured,
+    exchange: Exchange,
     _in_flight: Option<InFlight>,
     _timer: Timeout,
     _stall_watch: Option<Every>,
@@ -414,8 +467,7 @@ pub fn prepare(scope: &Scope, spec: &RequestSpec, at: Position, run: &RunContext
             not_a_stream: false,
             kept: spec.keep_body.then(Vec::new),
         },
-        measured: Measured {
-            sample: Sample::default(),
+        exchange: Exchange {
             demo: false,
             client_port: None,
             preflighted,
@@ -463,7 +515,7 @@ impl Prepared {
             start_ms: t0 - self.run_start,
             ..self.at.clone()
         };
-        self.measured.t0 = t0;
+        self.exchange.t0 = t0;
         let fetched = JsFuture::from(fetched).await;
         let headers_ms = performance.now() - t0;
         let response: Response = match fetched {
@@ -472,7 +524,7 @@ impl Prepared {
                 let ending = self.failure(error);
                 let hidden = self.visibility.hidden_since(self.mark);
                 return Ended {
-                    measured: self.measured,
+                    exchange: self.exchange,
                     at,
                     head: None,
                     body: self.body,
@@ -492,12 +544,12 @@ impl Prepared {
         };
         self.body.not_a_stream =
             at.phase.streams() && !outcome::is_event_stream(&head.content_type);
-        self.measured.content_type = Some(head.content_type.clone());
-        self.measured.demo = header(DEMO_HEADER).is_some();
-        self.measured.redirected = response.redirected();
-        self.measured.client_port = header(CLIENT_PORT_HEADER).and_then(|p| p.trim().parse().ok());
+        self.exchange.content_type = Some(head.content_type.clone());
+        self.exchange.demo = header(DEMO_HEADER).is_some();
+        self.exchange.redirected = response.redirected();
+        self.exchange.client_port = header(CLIENT_PORT_HEADER).and_then(|p| p.trim().parse().ok());
         if head.status == 429 {
-            self.measured.retry_after_ms = header("retry-after").and_then(|v| retry_after_ms(&v));
+            self.exchange.retry_after_ms = header("retry-after").and_then(|v| retry_after_ms(&v));
         }
 
         // The body is read to its end whatever the status, so the connection can be
@@ -522,10 +574,10 @@ impl Prepared {
                 }
             }
         }
-        self.measured.completed = ending == Ending::Completed;
+        self.exchange.completed = ending == Ending::Completed;
         let hidden = self.visibility.hidden_since(self.mark);
         Ended {
-            measured: self.measured,
+            exchange: self.exchange,
             at,
             head: Some(head),
             body: self.body,

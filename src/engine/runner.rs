@@ -16,8 +16,8 @@ use super::control::{Cancel, Drawn, Visibility};
 use super::features;
 use super::health::{TimerProbe, clock_step_ms};
 use super::protocol::{Finished, FromEngine, Progress};
-use super::request::{Measured, RequestSpec, RunContext, prepare, send};
-use super::timing::{self, Requested};
+use super::request::{Observed, RequestSpec, RunContext, prepare, send};
+use super::timing;
 use crate::platform::Scope;
 
 /// Everything the page can reach while a run goes on.
@@ -29,8 +29,9 @@ pub struct Controls {
 }
 
 /// Runs `plan`, sending every [`FromEngine`] message to `emit` (samples as they finish,
-/// progress, and at last [`FromEngine::Finished`]). Returns the samples too. `tag` is the
-/// run's random tag ([`crate::engine::ToEngine::Start`]), never its run id.
+/// progress, and at last [`FromEngine::Finished`]). Returns the run's samples, the one
+/// list the runner kept of them. `tag` is the run's random tag
+/// ([`crate::engine::ToEngine::Start`]), never its run id.
 pub async fn run_plan(
     scope: &Scope,
     plan: &Plan,
@@ -237,6 +238,9 @@ struct Runner<'a> {
     scope: &'a Scope,
     plan: &'a Plan,
     context: RunContext,
+    /// The run's samples, each made once its batch was kept, in the order their
+    /// requests started (a sample's index is its place here); a label withdrawn later
+    /// is withdrawn here too.
     samples: Vec<Sample>,
     /// Which targets said they were the demo.
     demo: Vec<bool>,
@@ -379,13 +383,13 @@ impl Runner<'_> {
         };
         let at = self.position(Phase::Cold, 0, 1, None, Some(idle));
         let spec = self.spec(&at);
-        let mut m = send(self.scope, &spec, at, &self.context).await.finish();
-        m.sample.idle_spent_ms = Some(m.t0 - self.last_end);
-        m.sample.idle_timer_late_ms = Some(late);
-        m.sample.hidden |= self.context.visibility.hidden_since(visibility);
+        let mut o = send(self.scope, &spec, at, &self.context).await.finish();
+        o.observation.idle_spent_ms = Some(o.exchange.t0 - self.last_end);
+        o.observation.idle_timer_late_ms = Some(late);
+        o.observation.hidden |= self.context.visibility.hidden_since(visibility);
         // Idle first: whatever connection it finds, it is not back to back.
         self.last_alone = None;
-        self.keep(vec![m], emit).await;
+        self.keep(vec![o], emit).await;
         self.last_alone = None;
         true
     }
@@ -407,69 +411,75 @@ impl Runner<'_> {
             .collect();
         let ended = join_all(prepared.into_iter().map(|p| p.send())).await;
         // Parsed only now that none of the batch is in flight: a parse can delay no stamp.
-        let measured = ended.into_iter().map(|e| e.finish()).collect();
-        self.keep(measured, emit).await;
+        let observed = ended.into_iter().map(|e| e.finish()).collect();
+        self.keep(observed, emit).await;
     }
 
     /// Finishes a batch whose requests have all ended: gives each its own Resource Timing
-    /// entry, tells new connections from reused ones, numbers the samples in the order
-    /// they started, honours a `429`'s `Retry-After`, hands them over, clears the Resource
-    /// Timing buffer (nothing is in flight now) and lets the page draw them.
-    async fn keep(&mut self, mut measured: Vec<Measured>, emit: &mut impl FnMut(FromEngine)) {
+    /// entry, honours a `429`'s `Retry-After`, tells new connections from reused ones,
+    /// numbers the requests in the order they started, makes their samples (once each),
+    /// hands them over, clears the Resource Timing buffer (nothing is in flight now) and
+    /// lets the page draw them.
+    async fn keep(&mut self, mut observed: Vec<Observed>, emit: &mut impl FnMut(FromEngine)) {
         let performance = self.scope.performance();
         self.last_end = performance.now();
-        measured.sort_by(|a, b| a.t0.total_cmp(&b.t0));
-        let requested: Vec<Requested> = measured
-            .iter()
-            .map(|m| Requested {
-                name: m.timing_name.as_deref(),
-                t0: m.t0,
-                completed: m.completed,
-                ended: m.sample.e2e_ms.map(|e2e| m.t0 + e2e),
-            })
-            .collect();
+        observed.sort_by(|a, b| a.exchange.t0.total_cmp(&b.exchange.t0));
+        let requested: Vec<_> = observed.iter().map(Observed::requested).collect();
         let timings = timing::read_batch(self.scope, &requested, self.clock_step_ms).await;
-        let alone = measured.len() == 1;
-        let mut kept = Vec::with_capacity(measured.len());
-        let mut retry_after: f64 = 0.0;
-        for (m, (conn, server_timing)) in measured.into_iter().zip(timings) {
-            let mut sample = m.sample;
-            let url = m.timing_name.clone().unwrap_or_default();
-            let back_to_back =
-                alone && self.last_alone.as_ref() == Some(&(sample.target, url.clone()));
+        // The server asked for a pause: take it before the next request, so that no
+        // latency includes it, and record it.
+        let retry_after = observed
+            .iter()
+            .fold(0.0, |wait, o| longer_wait(wait, o.exchange.retry_after_ms));
+        let mut retry_wait_ms = None;
+        if retry_after > 0.0 {
+            let start = performance.now();
+            let _ = self
+                .context
+                .cancel
+                .sleep(self.scope, retry_after.ceil() as u32)
+                .await;
+            retry_wait_ms = Some(performance.now() - start);
+            self.last_end = performance.now();
+        }
+        let alone = observed.len() == 1;
+        let first = self.samples.len();
+        for (o, (conn, server_timing)) in observed.into_iter().zip(timings) {
+            let Observed {
+                mut observation,
+                exchange,
+            } = o;
+            let target = observation.at.target;
+            let url = exchange.timing_name.clone().unwrap_or_default();
+            let back_to_back = alone && self.last_alone.as_ref() == Some(&(target, url.clone()));
             let new_origin = origin_of(&url).is_some_and(|o| self.origins.insert(o));
-            let port_was_off = self.connections.port_off(sample.target).is_some();
+            let port_was_off = self.connections.port_off(target).is_some();
             let new_connection = self.connections.new_connection(Witness {
-                target: sample.target,
-                port: m.client_port,
+                target,
+                port: exchange.client_port,
                 timing_reused: conn.as_ref().and_then(|c| c.reused),
-                preflighted: m.preflighted,
+                preflighted: exchange.preflighted,
                 new_origin,
                 http1: conn.as_ref().and_then(|c| c.protocol.as_deref()) == Some("http/1.1"),
                 back_to_back,
             });
-            self.last_alone = alone.then_some((sample.target, url));
-            let index = (self.samples.len() + kept.len()) as u32;
+            self.last_alone = alone.then_some((target, url));
+            let index = self.samples.len() as u32;
             if self.connections.last_by_port() {
-                self.by_port.push((sample.target, index));
+                self.by_port.push((target, index));
             }
-            if !port_was_off && self.connections.port_off(sample.target).is_some() {
-                // The port is not the browser's after all: what it alone said goes.
-                let target = sample.target;
+            if !port_was_off && self.connections.port_off(target).is_some() {
+                // The port is not the browser's after all: what it alone said goes, from
+                // the samples made (this batch's earlier ones included).
                 for &(_, i) in self.by_port.iter().filter(|(t, _)| *t == target) {
                     self.withdrawn.push(i);
-                    let earlier = self
-                        .samples
-                        .iter_mut()
-                        .chain(kept.iter_mut())
-                        .find(|s| s.index == i);
-                    if let Some(earlier) = earlier {
+                    if let Some(earlier) = self.samples.iter_mut().find(|s| s.index == i) {
                         withdraw_label(earlier);
                     }
                 }
                 self.by_port.retain(|(t, _)| *t != target);
             }
-            sample.conn = match (conn, new_connection) {
+            observation.conn = match (conn, new_connection) {
                 (Some(conn), new_connection) => Some(Connection {
                     new_connection,
                     ..conn
@@ -481,32 +491,17 @@ impl Runner<'_> {
                 }),
                 (None, None) => None,
             };
-            sample.server_timing = server_timing;
-            sample.index = index;
-            sample.clean();
-            self.demo[sample.target as usize] |= m.demo;
-            retry_after = longer_wait(retry_after, m.retry_after_ms);
-            kept.push(sample);
-        }
-        // The server asked for a pause: take it before the next request, so that no
-        // latency includes it, and record it.
-        if retry_after > 0.0 {
-            let start = performance.now();
-            let _ = self
-                .context
-                .cancel
-                .sleep(self.scope, retry_after.ceil() as u32)
-                .await;
-            let waited = performance.now() - start;
-            for sample in kept.iter_mut().filter(|s| s.status == 429) {
-                sample.retry_wait_ms = Some(waited);
+            observation.server_timing = server_timing;
+            observation.at.index = index;
+            if observation.head.as_ref().is_some_and(|h| h.status == 429) {
+                observation.retry_wait_ms = retry_wait_ms;
             }
-            self.last_end = performance.now();
+            self.demo[target as usize] |= exchange.demo;
+            self.samples.push(observation.into_sample());
         }
         self.drawn.sent();
-        for sample in kept {
+        for sample in &self.samples[first..] {
             emit(FromEngine::Sample(Box::new(sample.clone())));
-            self.samples.push(sample);
         }
         timing::clear(&performance);
         // The page draws now, before the next request starts, not while it is dispatched.

@@ -139,7 +139,8 @@ fn entries_since(
 }
 
 /// One entry's connection and Server-Timing, as the browser gave them; values a record
-/// cannot hold are dropped later, and counted ([`firsttoken_core::schema::Sample::clean`]).
+/// cannot hold are dropped when the sample is made, and counted
+/// ([`firsttoken_core::outcome::Observation::into_sample`]).
 fn read(e: &PerformanceResourceTiming) -> Timing {
     let server_timing = e
         .server_timing()

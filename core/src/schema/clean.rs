@@ -6,13 +6,17 @@ use crate::schema::{MAX_MS, MAX_TIMING_ENTRIES, MAX_TOKENS, Run, Sample};
 use crate::text::clean_text;
 
 impl Run {
-    /// Makes the record storable without losing a measurement: every sample cleaned
-    /// ([`Sample::clean`]), whatever the browser reported of its network that no record
-    /// may hold (an unknown effective type, an impossible round trip) left out, and the
-    /// whole within a run's bounds ([`Run::fit`]).
+    /// Makes the record storable without losing a measurement: every sample checked, and
+    /// cleaned only if it is not clean ([`Sample::is_clean`]; the engine's samples are
+    /// made clean, [`crate::outcome::Observation::into_sample`], so this cleans only
+    /// samples made elsewhere), whatever the browser reported of its network that no
+    /// record may hold (an unknown effective type, an impossible round trip) left out,
+    /// and the whole within a run's bounds ([`Run::fit`]).
     pub fn clean(&mut self) {
         for sample in &mut self.samples {
-            sample.clean();
+            if !sample.is_clean() {
+                sample.clean();
+            }
         }
         self.fit();
         let client = &mut self.client;
@@ -56,8 +60,9 @@ impl Sample {
     /// Makes the sample storable without losing the measurement: every value that
     /// [`Sample::validate`] would refuse, and that came from outside (a server's timing
     /// object or `Server-Timing` header, its error message, its token counts), is dropped
-    /// or clipped, and each one dropped is counted in `dropped`. The engine calls this as
-    /// each sample is made, so a run the user sat through is never lost to one odd value.
+    /// or clipped, and each one dropped is counted in `dropped`. Each sample the engine
+    /// makes is cleaned once, as it is made ([`crate::outcome::Observation::into_sample`]),
+    /// so a run the user sat through is never lost to one odd value.
     pub fn clean(&mut self) {
         let mut dropped = 0u32;
         let mut drop_time = |value: &mut Option<f64>| {
@@ -141,6 +146,14 @@ impl Sample {
         self.round_times();
     }
 
+    /// Whether cleaning would change nothing: the sample holds only what a record may,
+    /// rounded, and counts nothing more as dropped.
+    pub fn is_clean(&self) -> bool {
+        let mut cleaned = self.clone();
+        cleaned.clean();
+        cleaned == *self
+    }
+
     /// Every time of the sample that may be absent.
     fn optional_times(&mut self) -> [&mut Option<f64>; 9] {
         [
@@ -161,14 +174,7 @@ impl Sample {
     /// time such as `1234.5000000000002` stops costing 18 characters: a record stays
     /// small enough for the browser's `keepalive` limit when the page goes away.
     fn round_times(&mut self) {
-        let round = |v: &mut f64| {
-            // n / 100 is the double nearest to the decimal, so it prints as one.
-            let rounded = (*v * STEPS_PER_MS).round() / STEPS_PER_MS;
-            // At the very edge of the range rounding up would leave it: keep the value.
-            if storable_time(rounded) {
-                *v = rounded;
-            }
-        };
+        let round = |v: &mut f64| *v = rounded(*v);
         round(&mut self.start_ms);
         for v in self.optional_times().into_iter().flatten() {
             round(v);
@@ -197,8 +203,53 @@ impl Sample {
     }
 }
 
+/// A time rounded to 0.01 ms ([`STEPS_PER_MS`]), as a record stores it.
+fn rounded(v: f64) -> f64 {
+    // n / 100 is the double nearest to the decimal, so it prints as one.
+    let rounded = (v * STEPS_PER_MS).round() / STEPS_PER_MS;
+    // At the very edge of the range rounding up would leave it: keep the value.
+    if storable_time(rounded) { rounded } else { v }
+}
+
+/// A time as a cleaned sample holds it: `None` where no record may hold it (dropped by
+/// [`Sample::clean`]), otherwise rounded as [`Sample::clean`] rounds it.
+pub fn stored_time(v: f64) -> Option<f64> {
+    storable_time(v).then(|| rounded(v))
+}
+
 /// Stored times are rounded to 1 / this many milliseconds (0.01 ms).
 pub const STEPS_PER_MS: f64 = 100.0;
 
 /// The longest error message a record keeps.
 pub const MAX_MESSAGE_CHARS: usize = 500;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run's clean sample (as the engine makes them) is left as it is; one made
+    /// elsewhere is cleaned, what it held that no record may is counted.
+    #[test]
+    fn a_run_cleans_only_the_samples_that_are_not_clean() {
+        let mut run: Run =
+            serde_json::from_str(include_str!("../../schema/example-run.v1.json")).expect("a run");
+        let clean = Sample {
+            ttft_ms: Some(301.12),
+            ..run.samples[0].clone()
+        };
+        assert!(clean.is_clean(), "{clean:?}");
+        let mut odd = clean.clone();
+        odd.index = 1;
+        odd.ttft_ms = Some(301.123_456);
+        odd.itl_ms.push(-1.0);
+        assert!(!odd.is_clean());
+        run.samples = vec![clean.clone(), odd.clone()];
+        run.clean();
+        assert_eq!(run.samples[0], clean);
+        let cleaned = &run.samples[1];
+        assert!(cleaned.is_clean());
+        assert_eq!(cleaned.ttft_ms, Some(301.12));
+        assert_eq!(cleaned.itl_ms, clean.itl_ms);
+        assert_eq!(cleaned.dropped, odd.dropped + 1);
+    }
+}

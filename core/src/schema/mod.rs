@@ -20,7 +20,7 @@ mod ids;
 mod size;
 mod validate;
 
-pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS};
+pub use clean::{MAX_MESSAGE_CHARS, STEPS_PER_MS, stored_time};
 pub use ids::{RecordParts, is_uuid, run_id_from_random};
 pub use size::{MAX_RECORD_BYTES, MAX_RUN_ITL_GAPS, fair_share, largest_run};
 
