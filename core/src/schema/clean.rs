@@ -6,18 +6,18 @@ use crate::schema::{MAX_MS, MAX_TIMING_ENTRIES, MAX_TOKENS, Run, Sample};
 use crate::text::clean_text;
 
 impl Run {
-    /// Makes the record storable without losing a measurement: every sample checked, and
-    /// cleaned only if it is not clean ([`Sample::is_clean`]; the engine's samples are
-    /// made clean, [`crate::outcome::Observation::into_sample`], so this cleans only
-    /// samples made elsewhere), whatever the browser reported of its network that no
-    /// record may hold (an unknown effective type, an impossible round trip) left out,
-    /// and the whole within a run's bounds ([`Run::fit`]).
+    /// Makes the record storable without losing a measurement: whatever the browser
+    /// reported of its network that no record may hold (an unknown effective type, an
+    /// impossible round trip) left out, and the whole within a run's bounds
+    /// ([`Run::fit`]). Its samples are not touched: each was made clean once, when the
+    /// engine made it ([`crate::outcome::Observation::into_sample`]); debug builds (every
+    /// test) check that, and [`Run::validate`] refuses a record that would hold anything
+    /// else.
     pub fn clean(&mut self) {
-        for sample in &mut self.samples {
-            if !sample.is_clean() {
-                sample.clean();
-            }
-        }
+        debug_assert!(
+            self.samples.iter().all(Sample::is_clean),
+            "a sample was not made clean"
+        );
         self.fit();
         let client = &mut self.client;
         clean_reading(
@@ -227,11 +227,11 @@ pub const MAX_MESSAGE_CHARS: usize = 500;
 mod tests {
     use super::*;
 
-    /// A run's clean sample (as the engine makes them) is left as it is; one made
-    /// elsewhere is cleaned, what it held that no record may is counted.
+    /// A clean sample (as the engine makes them) is one cleaning leaves as it is; one
+    /// with a value no record may hold is not.
     #[test]
-    fn a_run_cleans_only_the_samples_that_are_not_clean() {
-        let mut run: Run =
+    fn a_sample_is_clean_when_cleaning_changes_nothing() {
+        let run: Run =
             serde_json::from_str(include_str!("../../schema/example-run.v1.json")).expect("a run");
         let clean = Sample {
             ttft_ms: Some(301.12),
@@ -239,17 +239,13 @@ mod tests {
         };
         assert!(clean.is_clean(), "{clean:?}");
         let mut odd = clean.clone();
-        odd.index = 1;
         odd.ttft_ms = Some(301.123_456);
         odd.itl_ms.push(-1.0);
         assert!(!odd.is_clean());
-        run.samples = vec![clean.clone(), odd.clone()];
-        run.clean();
-        assert_eq!(run.samples[0], clean);
-        let cleaned = &run.samples[1];
-        assert!(cleaned.is_clean());
-        assert_eq!(cleaned.ttft_ms, Some(301.12));
-        assert_eq!(cleaned.itl_ms, clean.itl_ms);
-        assert_eq!(cleaned.dropped, odd.dropped + 1);
+        odd.clean();
+        assert!(odd.is_clean());
+        assert_eq!(odd.ttft_ms, Some(301.12));
+        assert_eq!(odd.itl_ms, clean.itl_ms);
+        assert_eq!(odd.dropped, clean.dropped + 1);
     }
 }

@@ -111,7 +111,8 @@ impl Run {
 
 /// The largest run the page can make, for tests and benchmarks: `template`'s first
 /// sample repeated over 10,000 steady requests, each with more gaps than its share and
-/// every text at its longest in four-byte characters, then cleaned ([`Run::clean`]).
+/// every text at its longest in four-byte characters, then cleaned ([`Sample::clean`],
+/// [`Run::clean`]).
 pub fn largest_run(template: &Run) -> Run {
     let mut run = template.clone();
     let requests = crate::plan::MAX_SAMPLES;
@@ -139,6 +140,7 @@ pub fn largest_run(template: &Run) -> Run {
                     description: Some(long(128)),
                 })
                 .collect();
+            s.clean();
             s
         })
         .collect();
