@@ -236,11 +236,7 @@ impl Session {
                 batch.flush();
                 if !finished.withdrawn.is_empty() {
                     this.samples.update(|samples| {
-                        for s in samples.iter_mut() {
-                            if finished.withdrawn.contains(&s.index) {
-                                crate::engine::runner::withdraw_label(s);
-                            }
-                        }
+                        crate::engine::runner::apply_withdrawn(samples, &finished.withdrawn)
                     });
                 }
                 let mut engine = finished.engine;

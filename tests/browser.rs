@@ -9,7 +9,8 @@
 
 use firsttoken::collector;
 use firsttoken::engine::{
-    Controls, FromEngine, Measured, RequestSpec, RunContext, fresh_base, measure_alone, run_plan,
+    Controls, FromEngine, Measured, RequestSpec, RunContext, apply_withdrawn, fresh_base,
+    measure_alone, run_plan,
 };
 use firsttoken::platform::Scope;
 use firsttoken_core::plan::{Phase, Plan};
@@ -88,14 +89,33 @@ const TAG: &str = "0f8fad5bd9cb469fa16570867728950e";
 /// Runs a plan on this page and returns its samples and how it finished.
 async fn run(plan: &Plan) -> (Vec<Sample>, firsttoken::engine::Finished) {
     plan.validate().expect("a valid plan");
-    let mut finished = None;
-    let samples = run_plan(&Scope::current(), plan, TAG, &Controls::default(), |m| {
-        if let FromEngine::Finished(f) = m {
-            finished = Some(f);
+    let (samples, finished) =
+        samples_of(&Scope::current(), plan, &Controls::default(), |_| {}).await;
+    (samples, finished.expect("the run finished"))
+}
+
+/// Runs a plan with `controls`, showing each message to `also`, and keeps the samples
+/// as the page does: those handed over, less the labels the run's end withdraws.
+async fn samples_of(
+    scope: &Scope,
+    plan: &Plan,
+    controls: &Controls,
+    mut also: impl FnMut(&FromEngine),
+) -> (Vec<Sample>, Option<firsttoken::engine::Finished>) {
+    let (mut samples, mut finished) = (Vec::new(), None);
+    run_plan(scope, plan, TAG, controls, |m| {
+        also(&m);
+        match m {
+            FromEngine::Sample(s) => samples.push(*s),
+            FromEngine::Finished(f) => finished = Some(f),
+            _ => {}
         }
     })
     .await;
-    (samples, finished.expect("the run finished"))
+    if let Some(f) = &finished {
+        apply_withdrawn(&mut samples, &f.withdrawn);
+    }
+    (samples, finished)
 }
 
 /// The demo sends its first token 300 ms after the request arrives and the last one
@@ -335,9 +355,8 @@ async fn cancelling_aborts_what_is_in_flight_and_starts_nothing_more() {
         scope.sleep(300).await;
         cancel.cancel();
     };
-    let (samples, ()) =
-        futures_util::future::join(run_plan(&scope, &plan, TAG, &controls, |_| {}), canceller)
-            .await;
+    let ((samples, _), ()) =
+        futures_util::future::join(samples_of(&scope, &plan, &controls, |_| {}), canceller).await;
     assert_eq!(samples.len(), 1, "nothing starts after a cancel");
     assert_eq!(
         samples[0].error,
@@ -550,7 +569,7 @@ async fn a_page_hidden_during_the_cold_wait_marks_the_cold_sample() {
     let visibility = controls.visibility.clone();
     let mut waits = 0;
     let scope = Scope::current();
-    let samples = run_plan(&scope, &plan, TAG, &controls, |m| {
+    let (samples, _) = samples_of(&scope, &plan, &controls, |m| {
         if let FromEngine::Progress(p) = m
             && p.idle_ms.is_some()
         {

@@ -2,7 +2,7 @@
 //! browser lacks something, the fields that depend on it are left empty and the record
 //! says why ([`Unavailable`]), so an empty field is never read as "the server sent none".
 
-use firsttoken_core::schema::{Sample, Unavailable};
+use firsttoken_core::schema::Unavailable;
 use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 
@@ -19,9 +19,9 @@ fn prototype_has(interface: &str, property: &str) -> bool {
 
 /// What the engine reads of Resource Timing and this browser does not give: a property
 /// it lacks, or (for the protocol) one it has and left empty on an entry whose details
-/// the target allowed (`Timing-Allow-Origin`), which `samples` show as a connection
-/// Resource Timing described (`reused` known) without a protocol.
-pub fn resource_timing_unavailable(samples: &[Sample]) -> Vec<Unavailable> {
+/// the target allowed (`Timing-Allow-Origin`): `protocol_unnamed`, some sample's
+/// connection Resource Timing described (`reused` known) without a protocol.
+pub fn resource_timing_unavailable(protocol_unnamed: bool) -> Vec<Unavailable> {
     let mut missing: Vec<Unavailable> = [
         ("nextHopProtocol", Unavailable::NextHopProtocol),
         ("serverTiming", Unavailable::ServerTiming),
@@ -30,11 +30,7 @@ pub fn resource_timing_unavailable(samples: &[Sample]) -> Vec<Unavailable> {
     .filter(|(property, _)| !prototype_has("PerformanceResourceTiming", property))
     .map(|(_, missing)| missing)
     .collect();
-    let empty_protocol = samples
-        .iter()
-        .filter_map(|s| s.conn.as_ref())
-        .any(|c| c.reused.is_some() && c.protocol.is_none());
-    if empty_protocol {
+    if protocol_unnamed {
         merge(&mut missing, [Unavailable::NextHopProtocol]);
     }
     missing

@@ -19,4 +19,4 @@ pub use request::{
     Ended, Exchange, Measured, Observed, Prepared, RequestSpec, RunContext, measure, measure_alone,
     prepare, send,
 };
-pub use runner::{Controls, first_request, fresh_base, run_plan};
+pub use runner::{Controls, apply_withdrawn, first_request, fresh_base, run_plan};

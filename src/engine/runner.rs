@@ -29,16 +29,17 @@ pub struct Controls {
 }
 
 /// Runs `plan`, sending every [`FromEngine`] message to `emit` (samples as they finish,
-/// progress, and at last [`FromEngine::Finished`]). Returns the run's samples, the one
-/// list the runner kept of them. `tag` is the run's random tag
-/// ([`crate::engine::ToEngine::Start`]), never its run id.
+/// progress, and at last [`FromEngine::Finished`]). The samples it hands over are the
+/// run's only copy: it keeps none, and a label it withdraws later is named in
+/// [`FromEngine::Finished`] for their holder to take away ([`apply_withdrawn`]). `tag` is
+/// the run's random tag ([`crate::engine::ToEngine::Start`]), never its run id.
 pub async fn run_plan(
     scope: &Scope,
     plan: &Plan,
     tag: &str,
     controls: &Controls,
     mut emit: impl FnMut(FromEngine),
-) -> Vec<Sample> {
+) {
     // A page that draws the run may still be drawing its first view.
     controls.drawn.wait(scope, &controls.cancel).await;
     let performance = scope.performance();
@@ -55,7 +56,8 @@ pub async fn run_plan(
             visibility: controls.visibility.clone(),
             run_start,
         },
-        samples: Vec::new(),
+        made: 0,
+        protocol_unnamed: false,
         demo: vec![false; plan.targets.len()],
         rotation: vec![0; plan.targets.len()],
         connections: ConnectionLog::default(),
@@ -81,7 +83,7 @@ pub async fn run_plan(
             phase: phase.phase(),
             phase_number: number as u32 + 1,
             phases,
-            done: run.samples.len() as u32,
+            done: run.made,
             total: run.total,
             idle_ms,
         };
@@ -181,12 +183,19 @@ pub async fn run_plan(
             hidden_ms: controls.visibility.hidden_ms(performance.now()),
             clock_step_ms,
             cross_origin_isolated: features::cross_origin_isolated(),
-            unavailable: features::resource_timing_unavailable(&run.samples),
+            unavailable: features::resource_timing_unavailable(run.protocol_unnamed),
             client_port_off: run.connections.port_off(0),
         },
         withdrawn: run.withdrawn.clone(),
     }));
-    run.samples
+}
+
+/// Takes away the labels a run withdrew ([`Finished::withdrawn`]) from the samples it
+/// handed over, as their holder keeps them.
+pub fn apply_withdrawn(samples: &mut [Sample], withdrawn: &[u32]) {
+    for s in samples.iter_mut().filter(|s| withdrawn.contains(&s.index)) {
+        withdraw_label(s);
+    }
 }
 
 /// Takes away a sample's new-or-reused label; a connection that said nothing else (the
@@ -238,10 +247,12 @@ struct Runner<'a> {
     scope: &'a Scope,
     plan: &'a Plan,
     context: RunContext,
-    /// The run's samples, each made once its batch was kept, in the order their
-    /// requests started (a sample's index is its place here); a label withdrawn later
-    /// is withdrawn here too.
-    samples: Vec<Sample>,
+    /// Samples made so far (the next one's index): each is made once its batch is kept,
+    /// handed over, and not kept here.
+    made: u32,
+    /// Whether Resource Timing told a reused connection from a new one but named no
+    /// protocol for it, for some request ([`features::resource_timing_unavailable`]).
+    protocol_unnamed: bool,
     /// Which targets said they were the demo.
     demo: Vec<bool>,
     /// The next scenario of each target.
@@ -443,7 +454,8 @@ impl Runner<'_> {
             self.last_end = performance.now();
         }
         let alone = observed.len() == 1;
-        let first = self.samples.len();
+        // The batch's samples, until they are handed over.
+        let mut batch: Vec<Sample> = Vec::with_capacity(observed.len());
         for (o, (conn, server_timing)) in observed.into_iter().zip(timings) {
             let Observed {
                 mut observation,
@@ -464,16 +476,16 @@ impl Runner<'_> {
                 back_to_back,
             });
             self.last_alone = alone.then_some((target, url));
-            let index = self.samples.len() as u32;
+            let index = self.made;
             if self.connections.last_by_port() {
                 self.by_port.push((target, index));
             }
             if !port_was_off && self.connections.port_off(target).is_some() {
                 // The port is not the browser's after all: what it alone said goes, from
-                // the samples made (this batch's earlier ones included).
+                // this batch's samples now and from those handed over at the run's end.
                 for &(_, i) in self.by_port.iter().filter(|(t, _)| *t == target) {
                     self.withdrawn.push(i);
-                    if let Some(earlier) = self.samples.iter_mut().find(|s| s.index == i) {
+                    if let Some(earlier) = batch.iter_mut().find(|s| s.index == i) {
                         withdraw_label(earlier);
                     }
                 }
@@ -497,11 +509,17 @@ impl Runner<'_> {
                 observation.retry_wait_ms = retry_wait_ms;
             }
             self.demo[target as usize] |= exchange.demo;
-            self.samples.push(observation.into_sample());
+            self.made += 1;
+            let sample = observation.into_sample();
+            self.protocol_unnamed |= sample
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.reused.is_some() && c.protocol.is_none());
+            batch.push(sample);
         }
         self.drawn.sent();
-        for sample in &self.samples[first..] {
-            emit(FromEngine::Sample(Box::new(sample.clone())));
+        for sample in batch {
+            emit(FromEngine::Sample(Box::new(sample)));
         }
         timing::clear(&performance);
         // The page draws now, before the next request starts, not while it is dispatched.
