@@ -2,6 +2,9 @@
 //! built into (`cargo xtask build` sets it to `dist/`), so that deploying firsttoken is
 //! copying one file. Without it the binary carries no app and serves one from
 //! `--static-dir`, or none. The generated table is read by `src/static_files/embedded.rs`.
+//!
+//! Also lists the schema's migrations (`migrations/sqlite`, `migrations/postgres`) for
+//! `src/db/migrations.rs`, which builds them into the binary as `sqlx::migrate!` would.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -41,6 +44,39 @@ fn main() {
     table.push_str("];\n");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     std::fs::write(out.join("embedded_app.rs"), table).expect("writing embedded_app.rs");
+    std::fs::write(out.join("migrations.rs"), migrations()).expect("writing migrations.rs");
+}
+
+/// `SQLITE` and `POSTGRES`: each backend's migration files, `(file name, SQL)`, by name.
+fn migrations() -> String {
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let mut table = String::new();
+    for (name, folder) in [("SQLITE", "sqlite"), ("POSTGRES", "postgres")] {
+        let dir = root.join("migrations").join(folder);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .map(|entry| entry.expect("reading a directory entry").path())
+            .filter(|path| path.is_file() && path.extension().is_some_and(|e| e == "sql"))
+            .collect();
+        files.sort();
+        writeln!(table, "pub static {name}: &[(&str, &str)] = &[").expect("to a String");
+        for file in files {
+            let file_name = file
+                .file_name()
+                .expect("a file has a name")
+                .to_string_lossy()
+                .into_owned();
+            writeln!(
+                table,
+                "    ({file_name:?}, include_str!({:?})),",
+                file.display().to_string()
+            )
+            .expect("to a String");
+        }
+        table.push_str("];\n");
+    }
+    table
 }
 
 /// Every file under `dir`, but not hidden ones (Trunk's `.trunk-lock`, `.stage`).

@@ -50,6 +50,7 @@ mod dimensions;
 mod export;
 mod folded;
 mod folds;
+mod migrations;
 pub mod partitions;
 mod record;
 pub mod sources;
@@ -217,7 +218,8 @@ impl Db {
             .connect_with(options)
             .await
             .context("cannot connect to PostgreSQL")?;
-        sqlx::migrate!("./migrations/postgres")
+        migrations::postgres()
+            .await?
             .run(&pool)
             .await
             .context("cannot bring the PostgreSQL schema up to date")?;
@@ -252,7 +254,8 @@ impl Db {
             .connect_with(options)
             .await
             .with_context(|| format!("cannot open the database {url}"))?;
-        sqlx::migrate!("./migrations/sqlite")
+        migrations::sqlite()
+            .await?
             .run(&pool)
             .await
             .context("cannot bring the SQLite schema up to date")?;

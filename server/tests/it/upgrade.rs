@@ -113,7 +113,17 @@ async fn folds(db: &Db) -> Vec<(i64, i64, String, Vec<u8>)> {
 }
 
 /// `migrator` with only the migrations an earlier collector had run.
-fn before(mut migrator: sqlx::migrate::Migrator) -> sqlx::migrate::Migrator {
+/// The migrations before [`BEFORE`], read from `migrations/<backend>` by sqlx itself (the
+/// reader `sqlx::migrate!` expands from): the collector then upgrades with the ones built
+/// into it (`db/migrations.rs`), so this also checks that the two agree on every applied
+/// migration.
+async fn before(backend: &str) -> sqlx::migrate::Migrator {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("migrations")
+        .join(backend);
+    let mut migrator = sqlx::migrate::Migrator::new(dir.as_path())
+        .await
+        .expect("the migrations folder reads");
     migrator.migrations = migrator
         .migrations
         .iter()
@@ -184,7 +194,8 @@ async fn an_earlier_sqlite_database_gets_cells_from_its_records() {
     let old = sqlx::SqlitePool::connect_with(options)
         .await
         .expect("opens");
-    before(sqlx::migrate!("./migrations/sqlite"))
+    before("sqlite")
+        .await
         .run(&old)
         .await
         .expect("the schema before");
@@ -227,7 +238,8 @@ async fn an_earlier_postgres_database_gets_months_and_cells_from_its_records() {
         .connect_with(options.clone())
         .await
         .expect("connect");
-    before(sqlx::migrate!("./migrations/postgres"))
+    before("postgres")
+        .await
         .run(&old)
         .await
         .expect("the schema before");
