@@ -436,7 +436,7 @@ fn StudyView(study: Study, provenance: RwSignal<Provenance>) -> impl IntoView {
                 <div class="exports">
                     <button type="button" data-testid="export-json" on:click=move |_| {
                         if let Some(run) = session.record.get_untracked() {
-                            let json = serde_json::to_string_pretty(&run).unwrap_or_default();
+                            let json = firsttoken_pages::pretty::pretty_json(&serde_json::to_string(&run).unwrap_or_default());
                             download(&format!("firsttoken-{}.json", run.run_id), "application/json", &json);
                         }
                     }>"Download JSON"</button>
