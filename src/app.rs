@@ -10,8 +10,9 @@ use leptos::prelude::*;
 use crate::pages::{ComposePage, ResultsPage, StudyPage};
 use crate::uploads::Uploads;
 
+/// Which of the app's pages the address names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Page {
+enum Route {
     /// The operator's: make a link.
     Compose,
     /// The beta user's: a study from a link.
@@ -20,17 +21,17 @@ enum Page {
     Results,
 }
 
-fn current_page() -> Page {
+fn current_route() -> Route {
     let path = web_sys::window()
         .and_then(|w| w.location().pathname().ok())
         .unwrap_or_default();
     let path = path.trim_end_matches('/');
     if path.ends_with("/results") {
-        Page::Results
+        Route::Results
     } else if path.ends_with("/run") {
-        Page::Study
+        Route::Study
     } else {
-        Page::Compose
+        Route::Compose
     }
 }
 
@@ -38,25 +39,25 @@ fn current_page() -> Page {
 /// answers `/run` with this bundle rather than [`RunApp`]'s).
 #[component]
 pub fn App() -> impl IntoView {
-    let page = current_page();
+    let route = current_route();
     let base = crate::browser::base_path();
     // Runs an earlier visit left unsent are sent now, whichever page this is.
     Uploads::get();
-    let current = move |p: Page| if page == p { Some("page") } else { None };
+    let current = move |r: Route| if route == r { Some("page") } else { None };
     // A beta user's page is about their measurement alone.
-    let nav = (page != Page::Study).then(|| {
+    let nav = (route != Route::Study).then(|| {
         view! {
             <nav aria-label="Pages">
-                <a href=format!("{base}/") aria-current=current(Page::Compose) data-testid="nav-compose">"Make a link"</a>
-                <a href=format!("{base}/results") aria-current=current(Page::Results) data-testid="nav-results">"Results"</a>
+                <a href=format!("{base}/") aria-current=current(Route::Compose) data-testid="nav-compose">"Make a link"</a>
+                <a href=format!("{base}/results") aria-current=current(Route::Results) data-testid="nav-results">"Results"</a>
             </nav>
         }
         .into_any()
     });
-    let main = match page {
-        Page::Compose => view! { <ComposePage /> }.into_any(),
-        Page::Study => view! { <StudyPage /> }.into_any(),
-        Page::Results => view! { <ResultsPage /> }.into_any(),
+    let main = match route {
+        Route::Compose => view! { <ComposePage /> }.into_any(),
+        Route::Study => view! { <StudyPage /> }.into_any(),
+        Route::Results => view! { <ResultsPage /> }.into_any(),
     };
     view! { <Shell nav=nav main=main /> }
 }
