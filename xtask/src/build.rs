@@ -13,12 +13,19 @@ use crate::shell::{self, Steps, cargo};
 use crate::tools;
 
 /// What the app is made from, relative to the workspace root: a change to any file under
-/// these (outside `target/`) rebuilds it.
+/// these (outside `target/`) rebuilds it. Every workspace crate the app or the painter
+/// depends on is here (a test checks it against the manifests).
 const APP_INPUTS: &[&str] = &[
     "src",
+    "stream/src",
+    "stream/Cargo.toml",
     "core/src",
     "core/schema",
     "core/Cargo.toml",
+    "crowd/src",
+    "crowd/Cargo.toml",
+    "pages/src",
+    "pages/Cargo.toml",
     "paint/src",
     "paint/Cargo.toml",
     "style",
@@ -170,14 +177,29 @@ fn collect_files(path: &Path, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
 fn trunk_build() -> anyhow::Result<()> {
     // Trunk is offline and passes --offline to cargo: the crates must be here first.
     shell::run(cargo().args(["fetch", "--quiet"]))?;
+    // Trunk builds one page at a time, and each page's last step, its link with fat LTO
+    // into one codegen unit, runs on one core. Built in one cargo command, the two
+    // bundles' binaries link side by side; Trunk's own cargo builds then find them current.
+    shell::run(cargo().args([
+        "build",
+        "--offline",
+        "--target",
+        "wasm32-unknown-unknown",
+        "--profile",
+        "wasm-release",
+        "--package",
+        "firsttoken",
+        "--bin",
+        "firsttoken",
+        "--bin",
+        "firsttoken-run",
+    ]))?;
     let root = shell::workspace_root();
     let run_dist = root.join("target/trunk-run");
     let paint_dist = root.join("target/trunk-paint");
-    for (html, dist) in [
-        ("index.html", root.join("dist")),
-        ("run.html", run_dist.clone()),
-        ("paint.html", paint_dist.clone()),
-    ] {
+    // The three side by side: what is left of each after the build above (binding, wasm-opt
+    // and, for the painter, its own small build) is mostly one core's work.
+    let trunk = |html: &str, dist: &Path| {
         shell::run(
             Command::new("trunk")
                 .args([
@@ -188,12 +210,25 @@ fn trunk_build() -> anyhow::Result<()> {
                     html,
                     "--dist",
                 ])
-                .arg(&dist)
+                .arg(dist)
                 .env("PATH", tools::path_with_tools())
                 .env("TRUNK_SKIP_VERSION_CHECK", "true")
                 .env("NO_COLOR", "true"),
-        )?;
-    }
+        )
+    };
+    let dist = root.join("dist");
+    let built: Vec<anyhow::Result<()>> = std::thread::scope(|scope| {
+        [
+            ("index.html", dist.as_path()),
+            ("run.html", run_dist.as_path()),
+            ("paint.html", paint_dist.as_path()),
+        ]
+        .map(|(html, dist)| scope.spawn(move || trunk(html, dist)))
+        .into_iter()
+        .map(|h| h.join().expect("a trunk thread panicked"))
+        .collect()
+    });
+    built.into_iter().collect::<anyhow::Result<()>>()?;
     for entry in std::fs::read_dir(&run_dist).context("reading the run bundle")? {
         let path = entry?.path();
         let Some(name) = path.file_name() else {
@@ -206,4 +241,63 @@ fn trunk_build() -> anyhow::Result<()> {
     }
     crate::paint::add_to_run_page(&paint_dist, &root.join("dist"))?;
     crate::compress::precompress(&root.join("dist"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::APP_INPUTS;
+    use std::collections::BTreeSet;
+
+    /// The `firsttoken-*` crates a manifest's `[dependencies]` names.
+    fn workspace_dependencies(manifest: &str) -> Vec<String> {
+        manifest
+            .split("\n[")
+            .filter(|section| section.starts_with("dependencies]"))
+            .flat_map(|section| section.lines().skip(1))
+            .filter_map(|line| line.split(['.', ' ', '=']).next())
+            .filter(|name| name.starts_with("firsttoken-"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// A change to any workspace crate the app is built from must rebuild it: a crate
+    /// missing from `APP_INPUTS` would leave `dist/` stale after an edit to it.
+    #[test]
+    fn every_crate_the_app_is_made_from_is_an_input() {
+        let root = crate::shell::workspace_root();
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).expect(path);
+        let workspace = read("Cargo.toml");
+        // `firsttoken-core = { path = "core" }` in [workspace.dependencies].
+        let folder_of = |name: &str| -> String {
+            workspace
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} = ")))
+                .and_then(|l| l.split("path = \"").nth(1))
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_else(|| panic!("no path for {name} in Cargo.toml"))
+                .to_owned()
+        };
+        let mut todo = workspace_dependencies(&workspace);
+        todo.extend(workspace_dependencies(&read("paint/Cargo.toml")));
+        let mut seen = BTreeSet::new();
+        while let Some(name) = todo.pop() {
+            if !seen.insert(name.clone()) {
+                continue;
+            }
+            let folder = folder_of(&name);
+            for input in [format!("{folder}/src"), format!("{folder}/Cargo.toml")] {
+                assert!(
+                    APP_INPUTS.contains(&input.as_str()),
+                    "the app is made from {name}, but APP_INPUTS lacks {input}"
+                );
+            }
+            todo.extend(workspace_dependencies(&read(&format!(
+                "{folder}/Cargo.toml"
+            ))));
+        }
+        assert!(
+            seen.contains("firsttoken-pages"),
+            "read the manifests: {seen:?}"
+        );
+    }
 }

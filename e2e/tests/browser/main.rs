@@ -5,9 +5,9 @@
 
 mod engines;
 mod lifecycle;
+mod one_file;
 mod painted;
 mod proxy;
-mod release;
 mod results_page;
 mod study_page;
 mod target_check;

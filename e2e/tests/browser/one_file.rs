@@ -1,8 +1,13 @@
-//! The release an operator deploys: the one `firsttoken-server` file `cargo xtask build`
-//! makes, copied into an empty folder and started there with no flag but its address. The
+//! The one-file deployment: the `firsttoken-server` binary with the built app inside it,
+//! copied into an empty folder and started there with no flag but its address. The
 //! operator's page makes a link, a beta user runs the quick protocol through it and
 //! uploads, all served from inside the binary; the folder then holds the binary and its
 //! SQLite database, and nothing else.
+//!
+//! The binary is the one `FIRSTTOKEN_SERVER_WITH_APP` names. `cargo xtask test` names the
+//! debug server it built with the app inside (the same `server/build.rs` embedding as the
+//! release, in the test profile); without the variable, the release `cargo xtask build`
+//! makes, `target/release/firsttoken-server`.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -17,15 +22,16 @@ const WAIT: Duration = Duration::from_secs(60);
 /// A fast demo answer, so the quick protocol takes a few seconds.
 const FAST: &str = "first_token_ms=40&itl_ms=2&tokens=8";
 
-/// The binary `cargo xtask build` made (`cargo xtask test` builds it and names it here).
-fn release_binary() -> anyhow::Result<PathBuf> {
-    let binary = std::env::var_os("FIRSTTOKEN_RELEASE_BIN").map_or_else(
+/// The server with the app inside it: see the module's comment.
+fn server_with_app() -> anyhow::Result<PathBuf> {
+    let binary = std::env::var_os("FIRSTTOKEN_SERVER_WITH_APP").map_or_else(
         || firsttoken_e2e::workspace_root().join("target/release/firsttoken-server"),
         PathBuf::from,
     );
     if !binary.is_file() {
         bail!(
-            "{} is not there: `cargo xtask build` makes it (`cargo xtask test` does before this test)",
+            "{} is not there: `cargo xtask build` makes it (`cargo xtask test` builds one in debug \
+             and names it in FIRSTTOKEN_SERVER_WITH_APP)",
             binary.display()
         );
     }
@@ -33,10 +39,10 @@ fn release_binary() -> anyhow::Result<PathBuf> {
 }
 
 #[tokio::test]
-async fn the_release_binary_alone_serves_a_beta_users_quick_run() -> anyhow::Result<()> {
+async fn the_one_file_server_alone_serves_a_beta_users_quick_run() -> anyhow::Result<()> {
     let folder = tempfile::tempdir()?;
     let binary = folder.path().join("firsttoken-server");
-    std::fs::copy(release_binary()?, &binary).context("copying the release binary")?;
+    std::fs::copy(server_with_app()?, &binary).context("copying the server")?;
     let port = free_port()?;
     let root = format!("http://127.0.0.1:{port}");
     let mut server = tokio::process::Command::new(&binary)
@@ -47,7 +53,7 @@ async fn the_release_binary_alone_serves_a_beta_users_quick_run() -> anyhow::Res
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .context("starting the release binary")?;
+        .context("starting the copied server")?;
     let mut answered = false;
     for _ in 0..100 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -58,11 +64,11 @@ async fn the_release_binary_alone_serves_a_beta_users_quick_run() -> anyhow::Res
             break;
         }
         if let Some(status) = server.try_wait()? {
-            bail!("the release binary stopped: {status}");
+            bail!("the copied server stopped: {status}");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(answered, "the release binary never listened on {port}");
+    assert!(answered, "the copied server never listened on {port}");
 
     let browser = Browser::start(DESKTOP).await?;
     let driver = &browser.driver;
