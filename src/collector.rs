@@ -308,8 +308,9 @@ pub async fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn only_a_record_the_collector_calls_wrong_is_given_up() {
         for status in [400, 409, 413, 422] {
             assert!(is_final_refusal(status), "{status}");
@@ -321,7 +322,7 @@ mod tests {
         }
     }
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn retry_after_is_read_in_seconds_and_bounded() {
         assert_eq!(retry_after_ms(Some("3")), Some(3000));
         assert_eq!(retry_after_ms(Some(" 120 ")), Some(120_000));

@@ -30,8 +30,9 @@ pub fn count(value: Option<u64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn formats() {
         assert_eq!(ms(None), "—");
         assert_eq!(ms(Some(4.26)), "4.3 ms");

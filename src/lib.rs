@@ -18,6 +18,11 @@ pub mod summaries;
 pub mod target_check;
 pub mod uploads;
 
+// The unit tests in this crate's modules run in headless Chromium, as wasm32 (CI builds
+// nothing of the app natively); `cargo test -p firsttoken --lib` still runs them natively.
+#[cfg(all(test, target_family = "wasm"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
 pub use app::{App, RunApp};
 
 /// What each bundle's `main` does. On a page: mount `app`, in place of the landing that

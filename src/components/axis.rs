@@ -31,8 +31,9 @@ pub fn phase_title(phase: Phase) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::nice_ceiling;
+    use wasm_bindgen_test::wasm_bindgen_test;
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn axis_maximum_is_round() {
         assert_eq!(nice_ceiling(0.0), 100.0);
         assert_eq!(nice_ceiling(306.0), 500.0);

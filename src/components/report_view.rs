@@ -516,6 +516,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
 
     fn level(batches: usize) -> LevelDegradation {
         LevelDegradation {
@@ -536,7 +537,7 @@ mod tests {
 
     /// Below the batches a reading needs, a level's line gives its ratio without the
     /// interval, and says why; from that count on, with it.
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn a_level_line_gives_the_interval_only_from_enough_batches() {
         let one = level_line(&level(1), &[]);
         assert_eq!(

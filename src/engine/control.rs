@@ -205,8 +205,9 @@ impl Visibility {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wasm_bindgen_test::wasm_bindgen_test;
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn a_request_sees_the_page_hidden_if_it_was_at_any_moment() {
         let visibility = Visibility::default();
         let mark = visibility.mark();

@@ -581,12 +581,13 @@ fn longer_wait(so_far: f64, asked_ms: Option<f64>) -> f64 {
 mod tests {
     use firsttoken_core::plan::TargetPlan;
     use firsttoken_stream::dialect::Dialect;
+    use wasm_bindgen_test::wasm_bindgen_test;
 
     use super::*;
 
     const TAG: &str = "0f8fad5bd9cb469fa16570867728950e";
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn the_longest_retry_after_of_a_batch_is_waited_for_up_to_a_minute() {
         let wait = |asked: &[Option<f64>]| asked.iter().fold(0.0, |w, a| longer_wait(w, *a));
         assert_eq!(wait(&[]), 0.0);
@@ -615,7 +616,7 @@ mod tests {
         plan
     }
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn a_body_run_tag_is_a_top_level_field() {
         let bodies = bodies(&plan(Some(RunTag::BodyField("user".into()))), TAG);
         let body: serde_json::Value = serde_json::from_str(&bodies[0][0]).expect("JSON");
@@ -627,7 +628,7 @@ mod tests {
         );
     }
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn probes_carry_no_headers_and_other_requests_all_of_them() {
         let plan = plan(Some(RunTag::Header("X-Benchmark-Run".into())));
         let headers = headers(&plan, TAG);
@@ -637,7 +638,7 @@ mod tests {
         }
     }
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn fresh_numbers_are_unique_to_the_run() {
         assert_eq!(fresh_base(TAG), 0x0f8fad * 1000);
         assert_ne!(
@@ -646,7 +647,7 @@ mod tests {
         );
     }
 
-    #[test]
+    #[wasm_bindgen_test(unsupported = test)]
     fn a_header_run_tag_joins_the_targets_headers() {
         let plan = plan(Some(RunTag::Header("X-Benchmark-Run".into())));
         let headers = headers(&plan, TAG);

@@ -67,6 +67,7 @@ fn all(steps: &mut Steps) -> anyhow::Result<()> {
             shell::run(
                 linted_cargo()
                     .args(["test", "--workspace", "--all-features", "--no-fail-fast"])
+                    .args(NOT_NATIVE)
                     .envs(tools::driver_env())
                     .env("FIRSTTOKEN_SERVER_WITH_APP", server_with_app()),
             )
@@ -104,19 +105,32 @@ fn server_with_app() -> PathBuf {
     shell::workspace_root().join("target/debug/firsttoken-server")
 }
 
-/// Every native target of the workspace, linted, with the tests' features.
+/// The crates that run only in the browser, left out of the native build: the app and its
+/// painter are linted and built for wasm32 (the step after it), and the app's unit tests
+/// run there, in headless Chromium ([`browser_tests`]). Built natively as well, they cost
+/// Leptos, web-sys and their macros' second copies, about a minute of the native build
+/// (2026-12-07).
+const NOT_NATIVE: [&str; 4] = ["--exclude", "firsttoken", "--exclude", "firsttoken-paint"];
+
+/// Every native target of the workspace but [`NOT_NATIVE`], linted, with the tests'
+/// features.
 fn build_native() -> anyhow::Result<()> {
-    shell::run(linted_cargo().args([
-        "test",
-        "--workspace",
-        "--all-targets",
-        "--all-features",
-        "--no-run",
-    ]))
+    shell::run(
+        linted_cargo()
+            .args([
+                "test",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--no-run",
+            ])
+            .args(NOT_NATIVE),
+    )
 }
 
-/// The wasm-bindgen tests in `tests/`, run by wasm-bindgen-test-runner in headless
-/// Chromium (flags from `webdriver.json`), against a real server this starts first.
+/// The app's wasm-bindgen tests, run by wasm-bindgen-test-runner in headless Chromium
+/// (flags from `webdriver.json`): its modules' unit tests, and those in `tests/` against a
+/// real server this starts first.
 fn browser_tests() -> anyhow::Result<()> {
     // The server binary the native test build made (cargo puts the binaries integration
     // tests may run in target/debug/): a no-op after that step, a build when this runs
@@ -133,6 +147,7 @@ fn browser_tests() -> anyhow::Result<()> {
                 "firsttoken",
                 "--target",
                 "wasm32-unknown-unknown",
+                "--lib",
                 "--test",
                 "browser",
             ])
