@@ -165,6 +165,8 @@ fn reply(m: &Measured) -> Reply {
         conn: s.conn.clone(),
         server_timing: s.server_timing.len(),
         stream_timings: s.stream_timings.as_ref().map_or(0, |t| t.len()),
+        server_whole: firsttoken_core::layers::Layers::of(s)
+            .is_some_and(|l| l.server.is_ok_and(|server| server.whole())),
         preflighted: m.preflighted,
         client_port: m.client_port,
         redirected: s.redirected,

@@ -6,7 +6,8 @@
 //! export ([`export`]); what sets a request apart in the crowd's cells ([`condition`]);
 //! and how the engine's observations become samples: a request's outcome ([`outcome`]),
 //! the connection log that tells new connections from reused ones ([`connections`]), and
-//! which Resource Timing entry is whose ([`entries`]). The leaves the rest takes from: a
+//! which Resource Timing entry is whose ([`entries`]); and where a request's wait for its
+//! first token went ([`layers`]). The leaves the rest takes from: a
 //! field's error ([`field`]), origins ([`url`]), text a person reads ([`text`]), the
 //! study id ([`study_id`]).
 //!
@@ -21,6 +22,7 @@ pub mod connections;
 pub mod entries;
 pub mod export;
 pub mod field;
+pub mod layers;
 pub mod outcome;
 pub mod plan;
 pub mod schema;

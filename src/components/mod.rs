@@ -7,6 +7,7 @@ pub mod report_view;
 pub mod samples_table;
 pub mod summary;
 pub mod uploads_list;
+pub mod waterfall;
 
 pub use samples_table::SamplesTable;
 pub use summary::Summary;

@@ -12,9 +12,10 @@ use leptos::task::spawn_local;
 use wasm_bindgen::prelude::*;
 
 use crate::components::axis::phase_title;
-use crate::components::live::{ConcurrencyChart, PhaseDistributions, Timeline, Waterfall};
+use crate::components::live::{ConcurrencyChart, PhaseDistributions, Timeline};
 use crate::components::report_view::ReportView;
 use crate::components::uploads_list::UploadsList;
+use crate::components::waterfall::Waterfall;
 use crate::components::{SamplesTable, Summary};
 use crate::platform::Scope;
 use crate::session::{Session, Status};

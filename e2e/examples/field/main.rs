@@ -11,6 +11,8 @@
 //! - warm TTFT and total time (medians): the engine against the reader; the truth is the
 //!   demo's own time to its first token (its clock, in the stream) plus one round trip
 //!   (the profile's RTT plus its mean jitter);
+//! - the warm TTFT's network layer (`firsttoken_core::layers`: the TTFT less the time
+//!   before sending and the demo's own time to its first token), against one round trip;
 //! - a new host name's cost: the page's figure (median fresh − median warm TTFT, with its
 //!   interval, or the reason it gives none) and the time before the request left
 //!   (`sent_ms`), against the reader's, and against the link's own truth: on each
@@ -44,6 +46,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use firsttoken_core::layers::Layers;
 use firsttoken_core::plan::{PhasePlan, Plan};
 use firsttoken_core::schema::Run;
 use firsttoken_core::share::Study;
@@ -384,6 +387,10 @@ async fn one_case(
             })
             .collect::<Vec<_>>(),
     );
+    // The split's rest (firsttoken_core::layers): one round trip, plus the delivery.
+    let rests = steady.iter().filter_map(|s| Layers::of(s));
+    let whole = |l: &Layers| l.server.as_ref().is_ok_and(|s| s.whole());
+    let engine_rest = median(&rests.filter(whole).map(|l| l.rest_ms).collect::<Vec<_>>());
     let reader_ttft = median(&times("warm", "ttft"));
     let reader_total = median(&times("warm", "total"));
     let reader_fresh = median(&times("fresh", "ttft"));
@@ -406,6 +413,13 @@ async fn one_case(
             reader: ms(reader_total),
             truth: "—".into(),
             difference: diff(engine_total, reader_total),
+        },
+        Row {
+            figure: "warm TTFT's rest after sending and the server's own time, median",
+            engine: ms(engine_rest),
+            reader: "—".into(),
+            truth: format!("{rtt:.1} (RTT)"),
+            difference: diff(engine_rest, Some(rtt)),
         },
     ];
     rows.push(Row {

@@ -4,6 +4,7 @@
 //! several live in the `firsttoken-e2e` library (`e2e/src/`).
 
 mod engines;
+mod layers;
 mod lifecycle;
 mod one_file;
 mod painted;

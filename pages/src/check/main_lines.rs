@@ -320,14 +320,20 @@ pub(super) fn server_timing(o: &Observed) -> Line {
     let main = &o.main;
     let timing_allowed = o.cors == Cors::SameOrigin || main.conn.is_some();
     if main.server_timing > 0 || main.stream_timings > 0 {
-        MainLine::ServerTiming.line(
-            Verdict::Pass,
-            match (main.server_timing, main.stream_timings) {
-                (0, n) => format!("The stream's timing object has {n} entries: runs draw the server's waterfall."),
-                (n, 0) => format!("Server-Timing has {n} entries: runs draw the server's waterfall."),
-                (a, b) => format!("Server-Timing has {a} entries and the stream's timing object {b}: runs draw the server's waterfall."),
-            },
-        )
+        let seen = match (main.server_timing, main.stream_timings) {
+            (0, n) => format!("The stream's timing object has {n} entries"),
+            (n, 0) => format!("Server-Timing has {n} entries"),
+            (a, b) => format!("Server-Timing has {a} entries and the stream's timing object {b}"),
+        };
+        let split = if main.server_whole {
+            "runs split each request's wait for its first token into before sending, the server's own time, and the rest (the network and the stream's delivery).".to_owned()
+        } else {
+            format!(
+                "runs show the server's steps, but its time to the first token is not among them: with {}_ms in the stream's timing object (from the request's arrival to its first token written), runs split each request's wait into before sending, the server's own time, and the rest.",
+                firsttoken_core::layers::FIRST_TOKEN_WRITTEN
+            )
+        };
+        MainLine::ServerTiming.line(Verdict::Pass, format!("{seen}: {split}"))
     } else {
         Line {
             fix: Some("Server-Timing: auth;dur=12, db;dur=48, retrieval;dur=130".to_owned()),

@@ -81,6 +81,9 @@ pub struct Reply {
     pub server_timing: usize,
     /// Entries of the timing object the stream carried (the plan's timings pointer).
     pub stream_timings: usize,
+    /// The server's own time to its first token was known and fitted what the browser
+    /// saw, so runs split the whole wait ([`firsttoken_core::layers`]).
+    pub server_whole: bool,
     /// The request needed a CORS preflight.
     pub preflighted: bool,
     /// The client port the target reported (`X-Firsttoken-Client-Port`).
@@ -484,6 +487,19 @@ mod tests {
         // A stream's own timing object is a waterfall too.
         o.main.stream_timings = 4;
         assert_eq!(line(&o, "server_timing").verdict, Verdict::Pass);
+        // Steps alone split the server's time before its head, not the model's after it:
+        // the line names the timing that would.
+        assert!(
+            line(&o, "server_timing")
+                .detail
+                .contains("first_token_written_ms")
+        );
+        o.main.server_whole = true;
+        let whole = line(&o, "server_timing").detail;
+        assert!(
+            !whole.contains("first_token_written_ms") && whole.contains("the rest"),
+            "{whole}"
+        );
         // Same origin: the browser gives every detail.
         o.cors = Cors::SameOrigin;
         assert_eq!(line(&o, "timing_allow_origin").verdict, Verdict::Pass);

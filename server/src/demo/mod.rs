@@ -9,7 +9,9 @@
 //! TTFT differ, as they do in production), the first token `first_token_ms` later, the
 //! rest `itl_ms` apart on an absolute schedule, a `finish_reason` chunk, a usage chunk
 //! when the body asks for one (`stream_options.include_usage`), a chunk with the server's
-//! timing breakdown at `/server_timings`, and `data: [DONE]`.
+//! timing breakdown at `/server_timings` (the steps again, the model's configured first
+//! token, `first_token_written_ms` from the request's arrival to its first token written:
+//! what `firsttoken_core::layers` reads as the server's whole time), and `data: [DONE]`.
 //!
 //! Every response carries `Timing-Allow-Origin` (set for the whole server), [`DEMO_HEADER`]
 //! (the engine marks such runs as simulated) and the client's port in
@@ -256,12 +258,11 @@ async fn chat_completions(
     };
     timings.insert("queue_ms".into(), json!(millis(queued)));
     timings.insert("pre_model_ms".into(), json!(millis(pre_model)));
-    timings.insert(
-        "upstream_first_token_ms".into(),
-        json!(knobs.first_token_ms),
-    );
     let model_called = Instant::now();
 
+    // The steps before the head, each once: `Server-Timing` says what was spent before
+    // the response started (firsttoken_core::layers); the model's time comes after it, in
+    // the stream's breakdown.
     let server_timing = timings
         .iter()
         .map(|(name, ms)| {
@@ -275,6 +276,10 @@ async fn chat_completions(
         .chain(knobs.odd_values.then(|| "cache;dur=90000000".to_owned()))
         .collect::<Vec<_>>()
         .join(", ");
+    timings.insert(
+        "upstream_first_token_ms".into(),
+        json!(knobs.first_token_ms),
+    );
     let mut headers = vec![
         (
             HeaderName::from_static("server-timing"),
