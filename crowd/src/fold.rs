@@ -28,8 +28,9 @@ use std::collections::BTreeMap;
 
 use crate::sketch::{Sketch, SketchError, Threshold, put_varint, take_varint};
 use crate::stats::{self, Estimate};
+use crate::summary::Layer;
 
-/// One distribution (TTFT, or total time) of a fold's runs.
+/// One distribution (TTFT, total time, or a layer of the TTFT) of a fold's runs.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Spread {
     /// Every run's values counted together.
@@ -112,12 +113,15 @@ impl Spread {
     }
 }
 
-/// One run's sketches, kept while a fold is small enough to resample its runs.
+/// One run's sketches: what a fold is made of, and what it keeps while it is small enough
+/// to resample its runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Listed {
     pub run_id: String,
     pub ttft: Sketch,
     pub e2e: Sketch,
+    /// The TTFT's layers, of the requests whose wait split whole ([`Layer`]).
+    pub layers: crate::summary::Layers,
 }
 
 /// Runs of one group folded together (see the module's notes).
@@ -129,6 +133,8 @@ pub struct Fold {
     pub runs: u64,
     pub ttft: Spread,
     pub e2e: Spread,
+    /// Each layer of the TTFT, at [`Layer::index`].
+    pub layers: [Spread; 3],
     /// Each run's median TTFT (of runs with one) as (value, how many runs), ascending.
     run_medians: Vec<(f64, u64)>,
     /// The runs' sketches by run id, while the fold has at most [`stats::RESAMPLE_LIMIT`]
@@ -144,6 +150,7 @@ impl Default for Fold {
             runs: 0,
             ttft: Spread::default(),
             e2e: Spread::default(),
+            layers: Default::default(),
             run_medians: Vec::new(),
             listed: Some(Vec::new()),
         }
@@ -160,20 +167,23 @@ fn keeps_runs(ttft: &Spread, e2e: &Spread) -> bool {
 pub(crate) const RUNS_SIDE_BY_SIDE: usize = 2_000;
 
 impl Fold {
-    /// Runs, each (run id, its answered requests' TTFT sketch and total time sketch),
-    /// ascending by run id, each id once; their samples and errors are the caller's to add.
-    pub fn of_runs(runs: Vec<(String, Sketch, Sketch)>) -> Self {
-        debug_assert!(runs.windows(2).all(|w| w[0].0 < w[1].0), "runs by id, once");
+    /// Runs, each with its answered requests' sketches, ascending by run id, each id once;
+    /// their samples and errors are the caller's to add.
+    pub fn of_runs(runs: Vec<Listed>) -> Self {
+        debug_assert!(
+            runs.windows(2).all(|w| w[0].run_id < w[1].run_id),
+            "runs by id, once"
+        );
         let count = runs.len() as u64;
-        let spread = |pick: fn(&(String, Sketch, Sketch)) -> &Sketch| {
+        let spread = |pick: &dyn Fn(&Listed) -> &Sketch| {
             let mut spread = Spread::default();
             runs.iter().for_each(|run| spread.add_run(pick(run)));
             spread
         };
         let (ttft, e2e) = if runs.len() >= RUNS_SIDE_BY_SIDE && cfg!(not(target_arch = "wasm32")) {
             std::thread::scope(|scope| {
-                let e2e = scope.spawn(|| spread(|r| &r.2));
-                let ttft = spread(|r| &r.1);
+                let e2e = scope.spawn(|| spread(&|r| &r.e2e));
+                let ttft = spread(&|r| &r.ttft);
                 // A panic there is one here, as it would have been without the thread.
                 let e2e = e2e
                     .join()
@@ -181,9 +191,13 @@ impl Fold {
                 (ttft, e2e)
             })
         } else {
-            (spread(|r| &r.1), spread(|r| &r.2))
+            (spread(&|r| &r.ttft), spread(&|r| &r.e2e))
         };
-        let mut medians: Vec<f64> = runs.iter().filter_map(|r| r.1.percentile(50.0)).collect();
+        let layers = Layer::ALL.map(|layer| spread(&|r| &r.layers[layer.index()]));
+        let mut medians: Vec<f64> = runs
+            .iter()
+            .filter_map(|r| r.ttft.percentile(50.0))
+            .collect();
         medians.sort_by(f64::total_cmp);
         let mut run_medians: Vec<(f64, u64)> = Vec::new();
         for m in medians {
@@ -192,15 +206,12 @@ impl Fold {
                 _ => run_medians.push((m, 1)),
             }
         }
-        let listed = keeps_runs(&ttft, &e2e).then(|| {
-            runs.into_iter()
-                .map(|(run_id, ttft, e2e)| Listed { run_id, ttft, e2e })
-                .collect()
-        });
+        let listed = keeps_runs(&ttft, &e2e).then_some(runs);
         Self {
             runs: count,
             ttft,
             e2e,
+            layers,
             run_medians,
             listed,
             ..Fold::default()
@@ -216,6 +227,9 @@ impl Fold {
         self.runs += other.runs;
         self.ttft.merge(&other.ttft);
         self.e2e.merge(&other.e2e);
+        for (mine, theirs) in self.layers.iter_mut().zip(&other.layers) {
+            mine.merge(theirs);
+        }
         self.run_medians = merge_counts(&self.run_medians, &other.run_medians);
         self.listed = match (self.listed.take(), other.listed) {
             (Some(a), Some(b)) if keeps_runs(&self.ttft, &self.e2e) => Some(merge_listed(a, b)),
@@ -256,7 +270,7 @@ impl Fold {
             put_bytes(&mut out, class.as_bytes());
             put_varint(&mut out, *count);
         }
-        for spread in [&self.ttft, &self.e2e] {
+        for spread in [&self.ttft, &self.e2e].into_iter().chain(&self.layers) {
             put_bytes(&mut out, &spread.all.encode());
             for &(_, a, b) in &spread.squares {
                 put_varint(&mut out, a);
@@ -279,6 +293,7 @@ impl Fold {
                     put_bytes(&mut out, run.run_id.as_bytes());
                     put_bytes(&mut out, &run.ttft.encode());
                     put_bytes(&mut out, &run.e2e.encode());
+                    put_bytes(&mut out, &crate::summary::layer::encode(&run.layers));
                 }
             }
         }
@@ -302,7 +317,8 @@ impl Fold {
                 .map_err(|_| FoldError::Damaged("an error class is not UTF-8"))?;
             fold.errors.insert(class, take_varint(rest)?);
         }
-        for spread in [&mut fold.ttft, &mut fold.e2e] {
+        let [before, server, network] = &mut fold.layers;
+        for spread in [&mut fold.ttft, &mut fold.e2e, before, server, network] {
             spread.all = Sketch::decode(take_bytes(rest)?)?;
             let indexes: Vec<i32> = spread.all.buckets().iter().map(|b| b.0).collect();
             for index in indexes {
@@ -328,10 +344,12 @@ impl Fold {
                     let run_id = String::from_utf8(take_bytes(rest)?.to_vec())
                         .map_err(|_| FoldError::Damaged("a run id is not UTF-8"))?;
                     let ttft = Sketch::decode(take_bytes(rest)?)?;
+                    let e2e = Sketch::decode(take_bytes(rest)?)?;
                     runs.push(Listed {
                         run_id,
                         ttft,
-                        e2e: Sketch::decode(take_bytes(rest)?)?,
+                        e2e,
+                        layers: crate::summary::layer::decode(take_bytes(rest)?)?,
                     });
                 }
                 Some(runs)
@@ -349,8 +367,10 @@ impl Fold {
     }
 }
 
-/// The encoding's first byte, so a change of format is detected rather than misread.
-const FORMAT: u8 = 1;
+/// The encoding's first byte, so a change of format is detected rather than misread. 2:
+/// with the TTFT's layers (the collector's migration that added them dropped the folds
+/// of format 1, which it makes again from the cells).
+const FORMAT: u8 = 2;
 
 /// Why bytes are not a fold.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

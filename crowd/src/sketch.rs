@@ -100,6 +100,8 @@ pub enum SketchError {
     Truncated,
     #[error("a sketch's encoding has a bucket index out of range")]
     Index,
+    #[error("bytes follow the sketches of a cell's layers")]
+    Trailing,
 }
 
 /// Counts of values by bucket, with their exact count, sum, minimum and maximum.

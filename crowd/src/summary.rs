@@ -21,9 +21,11 @@ use crate::stats::{self, BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, Estimate};
 
 mod accumulator;
 mod dimension;
+pub mod layer;
 mod weight;
 pub use accumulator::Accumulator;
 pub use dimension::{Dimension, Kind, Spec};
+pub use layer::{Layer, Layers};
 pub use weight::{REQUESTS_PER_RUN_PHASE, counted_in_crowd};
 
 /// One sample as a summary reads it: its value of each grouping dimension (as text, ""
@@ -102,7 +104,27 @@ pub struct Group {
     /// The TTFT distribution: `[ms, fraction of answered samples at or below it]`; empty
     /// below `min_samples` (a curve of a few values shows every one of them).
     pub ttft_cdf: Vec<[f64; 2]>,
+    /// Answered samples whose wait for the first token split whole into [`Layer`]s (the
+    /// target reported its own time; the browser showed the time before sending).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<usize>,
+    /// The TTFT of those samples in layers: each layer's percentiles with intervals, and
+    /// its share of their mean TTFT. Empty below `min_samples` such samples; then
+    /// `split_note` says why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layers: Vec<LayerFigure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split_note: Option<String>,
     pub note: Option<String>,
+}
+
+/// One layer of a group's TTFT.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LayerFigure {
+    pub layer: Layer,
+    pub ms: Percentiles,
+    /// Its mean over the mean TTFT of the same samples: the layers' shares add up to 1.
+    pub share: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -231,6 +253,8 @@ pub struct Cell {
     pub errors: BTreeMap<String, u64>,
     pub ttft: Sketch,
     pub e2e: Sketch,
+    /// The layers of the answered samples whose wait split whole.
+    pub layers: Layers,
 }
 
 /// Complementary suppression: when an answer withholds a small group and publishes
@@ -270,6 +294,9 @@ impl Group {
             error_rate: None,
             errors: BTreeMap::new(),
             ttft_cdf: Vec::new(),
+            split: None,
+            layers: Vec::new(),
+            split_note: None,
             note: Some(note),
         }
     }
@@ -311,6 +338,7 @@ pub fn group(
         listed.map(|runs| runs.iter().map(pick).collect())
     };
     let (ttft_runs, e2e_runs) = (sketches(|r| &r.ttft), sketches(|r| &r.e2e));
+    let (split, layers, split_note) = layer_figures(fold, min_samples);
     let (ttft_ms, e2e_ms) = if enough {
         (
             spread_percentiles(&fold.ttft, ttft_runs.as_deref(), BOOTSTRAP_SEED),
@@ -347,8 +375,43 @@ pub fn group(
         } else {
             Vec::new()
         },
+        split: Some(split),
+        layers,
+        split_note,
         note,
     }
+}
+
+/// A group's TTFT in layers, from the samples whose wait split whole; or why not.
+fn layer_figures(fold: &Fold, min_samples: usize) -> (usize, Vec<LayerFigure>, Option<String>) {
+    let split = fold.layers[Layer::Network.index()].all().count() as usize;
+    if split < min_samples {
+        let note = format!(
+            "the wait's layers need at least {min_samples} requests whose wait split whole (the target reporting its own time to the first token, the browser its time before sending); this group has {split}"
+        );
+        return (split, Vec::new(), Some(note));
+    }
+    let listed = fold.listed();
+    let figures: Vec<(Layer, Percentiles)> = Layer::ALL
+        .iter()
+        .filter_map(|&layer| {
+            let runs: Option<Vec<&Sketch>> =
+                listed.map(|runs| runs.iter().map(|r| &r.layers[layer.index()]).collect());
+            let ms =
+                spread_percentiles(&fold.layers[layer.index()], runs.as_deref(), BOOTSTRAP_SEED)?;
+            Some((layer, ms))
+        })
+        .collect();
+    let total: f64 = figures.iter().map(|(_, ms)| ms.mean).sum();
+    let layers = figures
+        .into_iter()
+        .map(|(layer, ms)| LayerFigure {
+            layer,
+            ms,
+            share: if total > 0.0 { ms.mean / total } else { 0.0 },
+        })
+        .collect();
+    (split, layers, None)
 }
 
 /// Points of the distribution: the value at evenly spaced fractions.
@@ -364,6 +427,100 @@ fn cdf(values: &Sketch) -> Vec<[f64; 2]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A group's layers against the exact percentiles of their values ([`percentiles`],
+    /// itself held to numpy), within the sketch's error, and their shares against their
+    /// means: the layers' means add up to the mean TTFT of the same requests.
+    #[test]
+    fn a_groups_layers_are_the_percentiles_of_their_values_and_their_shares_add_up() {
+        let mut accumulator = Accumulator::default();
+        let mut by_layer: [Vec<Vec<f64>>; 3] = Default::default();
+        let mut ttfts = Vec::new();
+        for r in 0..12 {
+            let (mut layers, mut ttft) = (Layers::default(), Sketch::default());
+            let mut values: [Vec<f64>; 3] = Default::default();
+            for i in 0..8 {
+                let n = f64::from(r * 8 + i);
+                // Warm requests leave at once: a third of them 0 ms before sending.
+                let times = [f64::from(i % 3) * 20.0, 300.0 + 2.0 * n, 80.0 + n % 13.0];
+                layer::add(&mut layers, times);
+                ttft.add(times.iter().sum());
+                ttfts.push(times.iter().sum::<f64>());
+                for (column, t) in values.iter_mut().zip(times) {
+                    column.push(t);
+                }
+            }
+            for (column, run) in by_layer.iter_mut().zip(values) {
+                column.push(run);
+            }
+            accumulator.add_cell(Cell {
+                group: Vec::new(),
+                run_id: format!("run {r:02}"),
+                samples: 8,
+                errors: BTreeMap::new(),
+                ttft,
+                e2e: Sketch::default(),
+                layers,
+            });
+        }
+        let group = accumulator.finish(&[], 30, 5).groups.remove(0);
+        assert_eq!((group.split, group.split_note.as_deref()), (Some(96), None));
+        let mean_ttft = ttfts.iter().sum::<f64>() / 96.0;
+        let alpha = crate::sketch::RELATIVE_ERROR;
+        for ((figure, runs), layer) in group.layers.iter().zip(&by_layer).zip(Layer::ALL) {
+            assert_eq!(figure.layer, layer);
+            let runs: Vec<&[f64]> = runs.iter().map(Vec::as_slice).collect();
+            let exact = percentiles(&runs, BOOTSTRAP_SEED).expect("values");
+            for (got, want) in [
+                (figure.ms.p50.value, exact.p50.value),
+                (
+                    figure.ms.p90.expect("p90").value,
+                    exact.p90.expect("p90").value,
+                ),
+            ] {
+                assert!(
+                    (got - want).abs() <= alpha * want.abs() + 1e-9,
+                    "{layer:?}: {got} against {want}"
+                );
+            }
+            assert!(figure.ms.p50.low.is_some(), "12 runs: an interval");
+            assert!((figure.ms.mean - exact.mean).abs() < 1e-9);
+            assert!(
+                (figure.share - exact.mean / mean_ttft).abs() < 1e-12,
+                "{figure:?}"
+            );
+        }
+        let shares: f64 = group.layers.iter().map(|l| l.share).sum();
+        assert!((shares - 1.0).abs() < 1e-12);
+
+        // Below min_samples split requests, no layers, and the note says why.
+        let group = {
+            let mut accumulator = Accumulator::default();
+            let mut layers = Layers::default();
+            layer::add(&mut layers, [1.0, 2.0, 3.0]);
+            for r in 0..5 {
+                let mut ttft = Sketch::default();
+                (0..10).for_each(|_| ttft.add(6.0));
+                accumulator.add_cell(Cell {
+                    group: Vec::new(),
+                    run_id: format!("run {r}"),
+                    samples: 10,
+                    errors: BTreeMap::new(),
+                    ttft,
+                    e2e: Sketch::default(),
+                    layers: layers.clone(),
+                });
+            }
+            accumulator.finish(&[], 30, 5).groups.remove(0)
+        };
+        assert!(group.ttft_ms.is_some() && group.layers.is_empty());
+        assert_eq!(group.split, Some(5));
+        assert!(
+            group
+                .split_note
+                .is_some_and(|n| n.contains("this group has 5"))
+        );
+    }
 
     fn row(group: &str, run: &str, error: Option<&str>, ttft: Option<f64>) -> Row {
         Row {
@@ -678,6 +835,7 @@ mod tests {
                 errors: BTreeMap::new(),
                 ttft: ttft.clone(),
                 e2e: e2e.clone(),
+                layers: Layers::default(),
             });
             ttft_runs.push(ttft);
             e2e_runs.push(e2e);

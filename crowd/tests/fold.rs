@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use firsttoken_crowd::fold::{Fold, FoldError};
+use firsttoken_crowd::fold::{Fold, FoldError, Listed};
 use firsttoken_crowd::sketch::{Sketch, bucket, representative};
 use firsttoken_crowd::stats::{RESAMPLE_LIMIT, SplitMix64};
 use firsttoken_crowd::summary::{Accumulator, Cell, Dimension};
@@ -33,14 +33,31 @@ fn sketch(values: &[f64]) -> Sketch {
     s
 }
 
-/// The runs as [`Fold::of_runs`] takes them; total times are TTFTs plus a second.
+/// The runs as [`Fold::of_runs`] takes them; total times are TTFTs plus a second; every
+/// other request's wait in [`layers`], so folds merge and keep layers of some requests
+/// and not others.
 fn folded(runs: &[(String, Vec<f64>)]) -> Fold {
     let e2e = |v: &[f64]| v.iter().map(|t| t + 1000.0).collect::<Vec<_>>();
     Fold::of_runs(
         runs.iter()
-            .map(|(id, v)| (id.clone(), sketch(v), sketch(&e2e(v))))
+            .map(|(id, v)| Listed {
+                run_id: id.clone(),
+                ttft: sketch(v),
+                e2e: sketch(&e2e(v)),
+                layers: layers(v),
+            })
             .collect(),
     )
+}
+
+/// Every other value's wait in layers: a tenth before sending, half the server's, the rest
+/// the network's.
+fn layers(values: &[f64]) -> summary::Layers {
+    let mut layers = summary::Layers::default();
+    for t in values.iter().step_by(2) {
+        summary::layer::add(&mut layers, [0.1 * t, 0.5 * t, 0.4 * t]);
+    }
+    layers
 }
 
 /// The interval's definition, run by run: `y_r` counts run r's values whose bucket's
@@ -137,6 +154,7 @@ fn folds_merged_in_any_split_give_the_folds_of_all_runs() {
                 errors: BTreeMap::new(),
                 ttft: sketch(values),
                 e2e: sketch(&values.iter().map(|t| t + 1000.0).collect::<Vec<_>>()),
+                layers: layers(values),
             });
         }
         merged.samples = runs.iter().map(|r| r.1.len() as u64).sum();
@@ -156,9 +174,11 @@ fn folds_merged_in_any_split_give_the_folds_of_all_runs() {
             for t in [x.ttft_ms.as_mut(), x.e2e_ms.as_mut()]
                 .into_iter()
                 .flatten()
+                .chain(x.layers.iter_mut().map(|l| &mut l.ms))
             {
                 t.mean = 0.0;
             }
+            x.layers.iter_mut().for_each(|l| l.share = 0.0);
             x
         };
         assert_eq!(but_means(a), but_means(b));

@@ -1,7 +1,8 @@
 //! Before and after a fix: one target's two versions side by side, split by a dimension,
-//! and what the intervals of their median TTFTs allow saying about the change.
+//! and what the intervals of their median TTFTs allow saying about the change, in all and
+//! layer by layer (the layer a fix moved is the one whose median moved).
 
-use firsttoken_crowd::summary::{Dimension, Group, Interval, Summary};
+use firsttoken_crowd::summary::{Dimension, Group, Interval, Layer, Summary};
 
 /// What two medians' 95% intervals allow saying about `after` against `before`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +69,8 @@ pub struct Row<'a> {
     pub after: Option<&'a Group>,
     /// `None` unless both versions have TTFT percentiles at this value.
     pub change: Option<Change>,
+    /// The change of each layer's median, for the layers both versions have here.
+    pub layers: Vec<(Layer, Change)>,
 }
 
 /// The rows of a summary grouped by target version and `split`: one per value of `split`
@@ -101,11 +104,20 @@ pub fn rows<'a>(summary: &'a Summary, before: &str, after: &str, split: Dimensio
                 (Some(pb), Some(pa)) => Some(Change::of(&pb.p50, &pa.p50)),
                 _ => None,
             };
+            let p50 = |g: Option<&Group>, layer: Layer| {
+                let figure = g?.layers.iter().find(|f| f.layer == layer)?;
+                Some(figure.ms.p50)
+            };
+            let layers = Layer::ALL
+                .into_iter()
+                .filter_map(|layer| Some((layer, Change::of(&p50(b, layer)?, &p50(a, layer)?))))
+                .collect();
             Row {
                 value,
                 before: b,
                 after: a,
                 change,
+                layers,
             }
         })
         .collect()
@@ -198,6 +210,9 @@ mod tests {
             median_of_run_medians_ttft_ms: None,
             error_rate: Some(0.0),
             errors: BTreeMap::new(),
+            split: None,
+            layers: Vec::new(),
+            split_note: None,
             ttft_cdf: Vec::new(),
             note: None,
         }
@@ -238,10 +253,70 @@ mod tests {
             .change
             .expect("both versions have percentiles on wifi");
         assert_eq!((wifi.ms, wifi.reading), (-100.0, Reading::Faster));
+        assert!(rows[2].layers.is_empty(), "no layers in either version");
         assert_eq!(
             version_group(&summary, "v3").map(|g| g.samples),
             Some(Some(40))
         );
         assert!(version_group(&summary, "v4").is_none());
+    }
+
+    /// The fix took 100 ms off the server's layer and left the network's: the rows say so
+    /// layer by layer, each read from its own intervals.
+    #[test]
+    fn each_layer_is_compared_on_its_own() {
+        let layered = |version: &str, server: f64| {
+            let mut g = group(
+                version,
+                Some("wifi"),
+                Some(interval(
+                    server + 100.0,
+                    Some((server + 90.0, server + 110.0)),
+                )),
+            );
+            let figure = |layer: Layer, value: f64| firsttoken_crowd::summary::LayerFigure {
+                layer,
+                ms: Percentiles {
+                    count: 40,
+                    mean: value,
+                    min: value,
+                    max: value,
+                    p50: interval(value, Some((value - 5.0, value + 5.0))),
+                    p90: None,
+                    p95: None,
+                    p99: None,
+                },
+                share: 0.0,
+            };
+            g.layers = vec![
+                figure(Layer::BeforeSending, 2.0),
+                figure(Layer::Server, server),
+                figure(Layer::Network, 98.0),
+            ];
+            g
+        };
+        let summary = Summary {
+            group_by: vec![Dimension::TargetVersion, Dimension::Network],
+            min_samples: 30,
+            min_runs: 5,
+            requests_per_run_phase: firsttoken_crowd::summary::REQUESTS_PER_RUN_PHASE,
+            from_ms: None,
+            to_ms: None,
+            groups: vec![layered("v1", 400.0), layered("v2", 300.0)],
+        };
+        let rows = rows(&summary, "v1", "v2", Dimension::Network);
+        let readings: Vec<(Layer, f64, Reading)> = rows[0]
+            .layers
+            .iter()
+            .map(|(layer, change)| (*layer, change.ms, change.reading))
+            .collect();
+        assert_eq!(
+            readings,
+            [
+                (Layer::BeforeSending, 0.0, Reading::NoClearDifference),
+                (Layer::Server, -100.0, Reading::Faster),
+                (Layer::Network, 0.0, Reading::NoClearDifference),
+            ]
+        );
     }
 }

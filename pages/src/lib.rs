@@ -4,7 +4,7 @@
 //! The page the app runs on ([`page`]), the target check before a link goes out ([`check`]), provider presets ([`presets`]),
 //! the compose form's study ([`compose`]), the downloaded record's layout ([`pretty`]), the landing page a link opens ([`landing`]) and
 //! its QR code ([`qr`]), a run's time left ([`progress`]), its report ([`report`], with
-//! the readings only a report makes in [`readings`]), the before/after reading
+//! the readings only a report makes in [`readings`], and its wait in layers in [`split`]), the before/after reading
 //! ([`compare`]), and the coarse description of the browser ([`client`]).
 
 pub mod check;
@@ -19,3 +19,4 @@ pub mod progress;
 pub mod qr;
 pub mod readings;
 pub mod report;
+pub mod split;

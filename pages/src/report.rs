@@ -244,6 +244,8 @@ pub struct RunReport {
     pub cold: Vec<ColdStart>,
     pub overhead: Vec<Overhead>,
     pub probes: Option<ProbeRoundTrip>,
+    /// The steady requests' wait in layers.
+    pub split: Option<crate::split::RunSplit>,
 }
 
 fn answered_ttft<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<f64> {
@@ -584,6 +586,7 @@ impl RunReport {
         }
 
         report.probes = probe_round_trip(run);
+        report.split = crate::split::RunSplit::of(run);
         report
     }
 }

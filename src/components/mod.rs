@@ -2,6 +2,7 @@
 
 pub mod axis;
 pub mod cdf_chart;
+pub mod layers;
 pub mod live;
 pub mod report_view;
 pub mod samples_table;

@@ -1,7 +1,7 @@
 //! A finished run's results, read in plain words: percentiles per phase with their
 //! intervals (each only where the count supports it), what concurrency did, what a new
 //! connection cost, cold requests one by one, the app's overhead over the targets it was
-//! compared with, and the network round trip.
+//! compared with, the network round trip, and where the steady requests' wait went.
 
 use firsttoken_core::schema::{EngineReport, Run};
 use firsttoken_crowd::stats::{Distribution, Estimate, min_values_for};
@@ -501,6 +501,7 @@ pub fn ReportView(run: Run) -> impl IntoView {
                 </table>
             </div>
             <p class="status">"Each percentile has its 95% interval beneath it (widened where the run's requests were alike in streaks), and is shown only where there are enough requests (p90 from 10, p99 from 100). Warm-up requests are left out; requests after idle time are listed one by one below."</p>
+            {report.split.as_ref().map(super::layers::run_split)}
             {concurrency.map(|text| view! { <p class="reading" data-testid="concurrency-reading">{text}</p> })}
             {(report.degradation.len() > 1).then(|| view! { <ul class="reading" data-testid="concurrency-levels">{levels}</ul> })}
             {preflights.map(|text| view! { <p class="reading" data-testid="preflight-reading">{text}</p> })}

@@ -1,7 +1,6 @@
 //! One request, step by step: its life on the browser's clock (sending, the response
 //! head, the first byte, the first token, the rest of the answer), and where its wait for
-//! the first token went, in layers (`firsttoken_core::layers`): before sending, the
-//! server's own time as it reported it, and the rest, each absent with the reason.
+//! the first token went, in layers ([`super::layers`]).
 
 use firsttoken_core::layers::Layers;
 use firsttoken_core::plan::Phase;
@@ -82,73 +81,6 @@ fn timeline(s: &Sample) -> Vec<AnyView> {
     rows
 }
 
-/// The request's TTFT in layers, as one stacked bar and a line per layer with its share;
-/// a layer that is not known says why.
-fn layers_view(layers: &Layers) -> AnyView {
-    let total = layers.ttft_ms.max(f64::MIN_POSITIVE);
-    let mut parts: Vec<(String, f64, &'static str)> = Vec::new();
-    if let Ok(sent) = layers.before_send_ms {
-        parts.push(("before sending".into(), sent, "wf-connect"));
-    }
-    if let Ok(server) = &layers.server {
-        for (name, ms) in &server.steps {
-            parts.push((format!("server: {name}"), *ms, "wf-server"));
-        }
-        if let Some(ms) = server.after_head_ms {
-            parts.push(("server: after its head".into(), ms, "wf-model"));
-        }
-    }
-    parts.push(("the rest".into(), layers.rest_ms, "wf-wait"));
-    let mut at = 0.0;
-    let segments = parts
-        .iter()
-        .map(|(name, ms, class)| {
-            let (left, width) = (at / total * 100.0, ms / total * 100.0);
-            at += ms;
-            view! {
-                <span class=format!("wf-bar {class}") style=format!("left: {left:.2}%; width: {width:.2}%")>
-                    <title>{format!("{name}: {}", format::ms(Some(*ms)))}</title>
-                </span>
-            }
-        })
-        .collect::<Vec<_>>();
-    let lines = parts
-        .iter()
-        .map(|(name, ms, class)| {
-            let share = ms / total * 100.0;
-            view! {
-                <li>
-                    <span class=format!("key {class}")></span>
-                    <span class="wf-name">{name.clone()}</span>
-                    <span class="wf-time">{format::ms(Some(*ms))}</span>
-                    <span class="wf-share">{format!("{share:.0}%")}</span>
-                </li>
-            }
-        })
-        .collect::<Vec<_>>();
-    let mut notes = vec![format!("The rest is {}.", layers.rest_holds)];
-    if let Err(absent) = &layers.before_send_ms {
-        notes.push(format!("Before sending: not known, {}.", absent.0));
-    }
-    match &layers.server {
-        Err(absent) => notes.push(format!("The server: not known, {}.", absent.0)),
-        Ok(server) if !server.whole() => notes.push(format!(
-            "The server reported its steps before its response head, not its time to the first token ({}_ms in its stream's timings would show it).",
-            firsttoken_core::layers::FIRST_TOKEN_WRITTEN
-        )),
-        Ok(_) => {}
-    }
-    view! {
-        <div class="layers" data-testid="layers">
-            <h4>{format!("Where its {} to the first token went", format::ms(Some(layers.ttft_ms)))}</h4>
-            <span class="wf-track layers-track">{segments}</span>
-            <ul class="layer-lines">{lines}</ul>
-            {notes.into_iter().map(|n| view! { <p class="status">{n}</p> }).collect::<Vec<_>>()}
-        </div>
-    }
-    .into_any()
-}
-
 /// One request's life: its timeline on the browser's clock, and its wait for the first
 /// token in layers.
 #[component]
@@ -170,7 +102,7 @@ pub fn Waterfall(#[prop(into)] samples: Signal<Vec<Sample>>) -> impl IntoView {
             rows.push(view! { <p class="error">{problem.clone()}</p> }.into_any());
         }
         if let Some(layers) = Layers::of(&s) {
-            rows.push(layers_view(&layers));
+            rows.push(super::layers::request_layers(&layers));
         }
         view! { <div class="waterfall">{rows}</div> }.into_any()
     };

@@ -321,6 +321,8 @@ fn SummaryView(summary: Summary) -> impl IntoView {
             }
         })
         .collect::<Vec<_>>();
+    let named: Vec<(String, &Group)> = summary.groups.iter().map(|g| (group_name(g), g)).collect();
+    let split = crate::components::layers::crowd_split(&named);
     let series = Signal::derive(move || series.clone());
     view! {
         <p class="status">
@@ -357,8 +359,20 @@ fn SummaryView(summary: Summary) -> impl IntoView {
                 <tbody>{rows}</tbody>
             </table>
         </div>
+        {split}
         <CdfChart series=series label="Share of requests whose first token had come, by time" />
     }
+}
+
+/// A median's change in words: `−200 ms (−33%): faster`.
+fn change_words(c: compare::Change) -> String {
+    format!(
+        "{}{}{}: {}",
+        if c.ms >= 0.0 { "+" } else { "−" },
+        format::ms(Some(c.ms.abs())),
+        c.percent.map_or(String::new(), |p| format!(" ({p:+.0}%)")),
+        c.reading.words()
+    )
 }
 
 /// Two versions of one target side by side, split by a dimension: before and after a fix.
@@ -442,21 +456,23 @@ fn CompareVersions() -> impl IntoView {
                         })
                         .into_any(),
                 };
-                let change = row.change.map_or("—".to_owned(), |c| {
-                    format!(
-                        "{}{}{}: {}",
-                        if c.ms >= 0.0 { "+" } else { "−" },
-                        format::ms(Some(c.ms.abs())),
-                        c.percent.map_or(String::new(), |p| format!(" ({p:+.0}%)")),
-                        c.reading.words()
-                    )
-                });
+                let change = row.change.map_or("—".to_owned(), change_words);
+                let by_layer = if row.layers.is_empty() {
+                    "—".to_owned()
+                } else {
+                    row.layers
+                        .iter()
+                        .map(|(layer, c)| format!("{}: {}", layer.title(), change_words(*c)))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                };
                 view! {
                     <tr data-testid="compare-row">
                         <td class="group-key">{row.value.clone().unwrap_or_else(|| "(none)".to_owned())}</td>
                         <td>{cell(row.before)}</td>
                         <td>{cell(row.after)}</td>
                         <td>{change}</td>
+                        <td data-testid="compare-layers">{by_layer}</td>
                     </tr>
                 }
             })
@@ -485,6 +501,7 @@ fn CompareVersions() -> impl IntoView {
                             <th scope="col">{format!("TTFT p50, {b}")}</th>
                             <th scope="col">{format!("TTFT p50, {a}")}</th>
                             <th scope="col">"Change"</th>
+                            <th scope="col" title="Each layer's median, before and after: the layer a fix moved">"By layer"</th>
                         </tr>
                     </thead>
                     <tbody>{rows}</tbody>

@@ -16,10 +16,11 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 
+use super::Layers;
 use super::{
     Cell, Dimension, Group, REQUESTS_PER_RUN_PHASE, Row, Summary, group, withhold_complement,
 };
-use crate::fold::Fold;
+use crate::fold::{Fold, Listed};
 use crate::sketch::Sketch;
 
 /// Collects samples ([`Row`]s), cells of them ([`Cell`]s) or folds of whole runs
@@ -55,6 +56,7 @@ struct GroupAcc {
 struct RunSketches {
     ttft: Sketch,
     e2e: Sketch,
+    layers: Layers,
 }
 
 impl GroupAcc {
@@ -63,12 +65,17 @@ impl GroupAcc {
         if self.runs.is_empty() {
             return;
         }
-        let mut runs: Vec<(String, Sketch, Sketch)> = self
+        let mut runs: Vec<Listed> = self
             .runs
             .drain()
-            .map(|(id, r)| (id, r.ttft, r.e2e))
+            .map(|(run_id, r)| Listed {
+                run_id,
+                ttft: r.ttft,
+                e2e: r.e2e,
+                layers: r.layers,
+            })
             .collect();
-        runs.sort_by(|a, b| a.0.cmp(&b.0));
+        runs.sort_by(|a, b| a.run_id.cmp(&b.run_id));
         self.fold.merge(Fold::of_runs(runs));
     }
 }
@@ -128,7 +135,16 @@ impl Accumulator {
             }
         };
         // A run's first cell (most runs have one per group) is its sketches as they are.
-        for (into, from) in [(&mut run.ttft, cell.ttft), (&mut run.e2e, cell.e2e)] {
+        let [before, server, network] = &mut run.layers;
+        let [cell_before, cell_server, cell_network] = cell.layers;
+        let pairs = [
+            (&mut run.ttft, cell.ttft),
+            (&mut run.e2e, cell.e2e),
+            (before, cell_before),
+            (server, cell_server),
+            (network, cell_network),
+        ];
+        for (into, from) in pairs {
             if into.is_empty() {
                 *into = from;
             } else {
@@ -234,10 +250,14 @@ mod tests {
             for half in 0..2 {
                 for &(group, values) in groups {
                     let (mut ttft, mut e2e) = (Sketch::default(), Sketch::default());
-                    for _ in 0..values {
+                    let mut layers = Layers::default();
+                    for i in 0..values {
                         let v = next();
                         ttft.add(v);
                         e2e.add(v * 3.0 + next());
+                        if i % 2 == 0 {
+                            super::super::layer::add(&mut layers, [0.1 * v, 0.5 * v, 0.4 * v]);
+                        }
                     }
                     let errors = if (run + half) % 17 == 0 {
                         BTreeMap::from([("http_5xx".to_owned(), 1)])
@@ -252,6 +272,7 @@ mod tests {
                         errors,
                         ttft,
                         e2e,
+                        layers,
                     });
                 }
             }
@@ -304,6 +325,12 @@ mod tests {
         for (mut a, mut b) in a.groups.into_iter().zip(b.groups) {
             (a.ttft_ms, b.ttft_ms) = without_mean(a.ttft_ms, b.ttft_ms);
             (a.e2e_ms, b.e2e_ms) = without_mean(a.e2e_ms, b.e2e_ms);
+            for (x, y) in a.layers.iter_mut().zip(&mut b.layers) {
+                (x.share, y.share) = (0.0, 0.0);
+                let (p, q) = without_mean(Some(x.ms), Some(y.ms));
+                (x.ms, y.ms) = (p.expect("a layer"), q.expect("a layer"));
+            }
+            assert!(!a.layers.is_empty(), "layers from half the values");
             assert!(
                 a.ttft_ms.and_then(|p| p.p50.low).is_some(),
                 "with intervals"

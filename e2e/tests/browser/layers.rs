@@ -4,7 +4,7 @@
 //! reports its steps in `Server-Timing` and its whole time to the first token in the
 //! stream. The server's layer is the target's figure; what is left after the browser's
 //! own time before sending is the network both ways and the delivery, so about one round
-//! trip. The page shows the same split, drawn.
+//! trip. The page shows the same split, drawn, for the latest request and for the run.
 
 use std::time::Duration;
 
@@ -134,6 +134,22 @@ async fn each_layer_of_the_wait_matches_the_targets_clock_over_a_4g_link() -> an
         "the rest",
     ] {
         assert!(drawn.contains(words), "{words:?} in {drawn}");
+    }
+    // And the run's steady requests, each layer's median and share.
+    let run_split = browser
+        .driver
+        .find(By::Css("[data-testid=run-report] [data-testid=run-split]"))
+        .await?
+        .text()
+        .await?;
+    for words in [
+        "before sending",
+        "server: auth",
+        "server: after its head",
+        "the rest",
+        "From all 5 steady requests",
+    ] {
+        assert!(run_split.contains(words), "{words:?} in {run_split}");
     }
     browser.screenshot("study-desktop-layers").await?;
     browser.quit().await

@@ -26,9 +26,19 @@ fn run(n: u64, network: NetworkLabel, version: &str, ttft: f64) -> Run {
     run.targets[0].version = Some(version.into());
     run.targets[0].demo = false;
     let template = run.samples[0].clone();
+    // Each wait splits whole: 15 ms before sending, the network's round trip and the
+    // server's own time (first_token_written_ms), the rest of it.
+    let network_ms = if network == NetworkLabel::Cellular {
+        195.0
+    } else {
+        90.0
+    };
     run.samples = (0..20u32)
         .map(|i| {
             let t = ttft + f64::from(i * 7 % 13) * 4.0;
+            let mut conn = template.conn.clone().unwrap_or_default();
+            conn.sent_ms = Some(15.0);
+            let server_ms = t - 15.0 - network_ms;
             firsttoken_core::schema::Sample {
                 index: i,
                 phase: Phase::Steady,
@@ -36,6 +46,8 @@ fn run(n: u64, network: NetworkLabel, version: &str, ttft: f64) -> Run {
                 ttft_ms: Some(t),
                 last_token_ms: Some(t + 900.0),
                 e2e_ms: Some(t + 910.0),
+                conn: Some(conn),
+                stream_timings: Some([("first_token_written_ms".to_owned(), server_ms)].into()),
                 ..template.clone()
             }
         })
@@ -102,6 +114,24 @@ async fn grouped_and_compared(engine: Engine, viewport: Viewport) -> anyhow::Res
         .query(By::Css("[data-testid=cdf-chart] path.cdf-line"))
         .first()
         .await?;
+    // Where each network's wait goes, in layers with their shares.
+    let split = driver
+        .find_all(By::Css(
+            "[data-testid=crowd-split] [data-testid=crowd-split-row]",
+        ))
+        .await?;
+    assert_eq!(split.len(), 2);
+    let cellular = split[0].text().await?;
+    for words in [
+        "cellular",
+        "400 requests split whole",
+        "before sending",
+        "the server",
+        "network and delivery",
+        "%",
+    ] {
+        assert!(cellular.contains(words), "{words:?} in {cellular}");
+    }
     browser.screenshot(&shot("1-grouped")).await?;
 
     // Before and after: v1 was 400 ms slower everywhere.
@@ -126,6 +156,26 @@ async fn grouped_and_compared(engine: Engine, viewport: Viewport) -> anyhow::Res
     for row in compared {
         let text = row.text().await?;
         assert!(text.contains("faster"), "{text}");
+        // The 400 ms were the server's: its layer moved, the network's did not.
+        let layers = row
+            .find(By::Css("[data-testid=compare-layers]"))
+            .await?
+            .text()
+            .await?;
+        assert!(
+            layers.contains("the server: −")
+                && layers.contains("network and delivery: +0.0 ms (+0%): no clear difference"),
+            "{layers}"
+        );
+        let server = layers.split("the server: ").nth(1).unwrap_or_default();
+        assert!(
+            server
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .ends_with("faster"),
+            "{layers}"
+        );
     }
     browser.screenshot(&shot("2-compared")).await?;
     browser.quit().await

@@ -1,7 +1,8 @@
 //! Cells: what summaries read instead of samples, and what exports and purges choose runs
 //! by. A cell is one run's samples of one combination of the dimensions summaries group
-//! and filter by, with their count, their failures by class and sketches of their times
-//! (`firsttoken_crowd::sketch`), and the indexes of its samples in the run. Its samples
+//! and filter by, with their count, their failures by class, sketches of their times
+//! (`firsttoken_crowd::sketch`) and of their wait's layers (of the samples whose wait
+//! split whole), and the indexes of its samples in the run. Its samples
 //! share every column a filter names, so a sample matches a filter exactly when its cell
 //! does: an export takes the matching samples' indexes from the cells and their values
 //! from the run's record. The writer stores a run's cells in the transaction that stores
@@ -9,8 +10,8 @@
 //! the same transaction.
 //!
 //! The run's record stays the source of truth: [`rebuild_missing`] makes the cells of
-//! runs that have none, or whose cells an earlier version made without indexes, from
-//! their records when the collector starts.
+//! runs that have none, or whose cells an earlier version made without indexes or
+//! layers, from their records when the collector starts.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -18,16 +19,16 @@ use anyhow::{Context, bail};
 use firsttoken_core::plan::Phase;
 use firsttoken_core::schema::{Run, Sample};
 use firsttoken_crowd::sketch::Sketch;
-use firsttoken_crowd::summary::{Cell, counted_in_crowd};
+use firsttoken_crowd::summary::{Cell, Layer, Layers, counted_in_crowd, layer};
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
 use super::dimensions::Values;
 use super::{Dimension, Filter, Piece, Pool, Value};
 
-/// Bound parameters per cell row (a column per dimension and nine more), and the most
+/// Bound parameters per cell row (a column per dimension and ten more), and the most
 /// cell rows per INSERT (`super::statements`: every size is prepared once per connection).
-const CELL_COLUMNS: usize = 9 + Dimension::ALL.len();
+const CELL_COLUMNS: usize = 10 + Dimension::ALL.len();
 pub(super) const CELLS_PER_INSERT: usize = 64;
 const _: () = assert!(CELLS_PER_INSERT * CELL_COLUMNS <= 32_766);
 /// Runs whose cells are rebuilt per transaction when the collector starts.
@@ -78,6 +79,8 @@ pub(super) struct Counted<'a> {
     pub error: Option<&'a str>,
     pub ttft_ms: Option<f64>,
     pub e2e_ms: Option<f64>,
+    /// Its wait for the first token in [`Layer`]s, when it split whole.
+    pub layers: Option<[f64; 3]>,
 }
 
 /// A cell ready to store.
@@ -92,6 +95,7 @@ pub(super) struct CellRow {
     pub errors: BTreeMap<String, u64>,
     pub ttft: Sketch,
     pub e2e: Sketch,
+    pub layers: Layers,
     /// Its samples' indexes in the run, ascending.
     pub indexes: Vec<u32>,
 }
@@ -113,6 +117,7 @@ pub(super) fn cells<'a>(
             errors: BTreeMap::new(),
             ttft: Sketch::default(),
             e2e: Sketch::default(),
+            layers: Layers::default(),
             indexes: Vec::new(),
         });
         cell.indexes.push(sample.index);
@@ -126,6 +131,9 @@ pub(super) fn cells<'a>(
             None => {
                 sample.ttft_ms.into_iter().for_each(|v| cell.ttft.add(v));
                 sample.e2e_ms.into_iter().for_each(|v| cell.e2e.add(v));
+                if let Some(times) = sample.layers {
+                    layer::add(&mut cell.layers, times);
+                }
             }
         }
     }
@@ -218,10 +226,25 @@ pub(super) fn cells_of_run(run: &Run, received_at_ms: i64) -> Vec<CellRow> {
                 error: s.error.map(|e| e.name()),
                 ttft_ms: s.ttft_ms,
                 e2e_ms: s.e2e_ms,
+                layers: whole_layers(s),
             };
             (key, counted)
         }),
     )
+}
+
+/// A sample's wait for its first token in [`Layer`]s, at [`Layer::index`], when it split
+/// whole (`firsttoken_core::layers`: the time before sending and the server's whole time
+/// known), so its layers add up to its TTFT.
+fn whole_layers(sample: &Sample) -> Option<[f64; 3]> {
+    let layers = firsttoken_core::layers::Layers::of(sample)?;
+    let before = layers.before_send_ms.ok()?;
+    let server = layers.server.ok().filter(|s| s.whole())?;
+    let mut times = [0.0; 3];
+    times[Layer::BeforeSending.index()] = before;
+    times[Layer::Server.index()] = server.total_ms();
+    times[Layer::Network.index()] = layers.rest_ms;
+    Some(times)
 }
 
 /// Inserts `rows` with the connection or transaction `conn`.
@@ -230,7 +253,7 @@ macro_rules! insert_cells {
         for chunk in $crate::db::statements::chunks(&$rows, $crate::db::cells::CELLS_PER_INSERT) {
             let mut insert = QueryBuilder::new(format!(
                 "INSERT INTO cells (run_id, cell, received_at_ms, target_demo, {}, samples, \
-                 errors, ttft, e2e, indexes) ",
+                 errors, ttft, e2e, layers, indexes) ",
                 $crate::db::dimensions::columns()
             ));
             insert.push_values(chunk, |mut row, c| {
@@ -253,6 +276,7 @@ macro_rules! insert_cells {
                     .push_bind(errors)
                     .push_bind(c.ttft.encode())
                     .push_bind(c.e2e.encode())
+                    .push_bind(firsttoken_crowd::summary::layer::encode(&c.layers))
                     .push_bind($crate::db::cells::ranges(&c.indexes));
             });
             insert.push(" ON CONFLICT DO NOTHING");
@@ -269,8 +293,8 @@ macro_rules! insert_cells {
 pub(super) use insert_cells;
 
 /// Makes the cells of every run that has samples and no cells, or cells an earlier
-/// version made without their samples' indexes, from the run's record; how many runs got
-/// cells. The collector does this when it starts, before it serves: runs stored before
+/// version made without their samples' indexes or their layers, from the run's record;
+/// how many runs got cells. The collector does this when it starts, before it serves: runs stored before
 /// cells existed, or before cells held indexes, are made whole the first time a
 /// collector of this version starts. Collectors starting together on one PostgreSQL
 /// database at worst both remake a run's cells, each in one transaction, to the same
@@ -288,7 +312,8 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
             " AND (NOT EXISTS (SELECT 1 FROM cells c WHERE c.run_id = r.run_id \
                AND c.received_at_ms = r.received_at_ms) \
              OR EXISTS (SELECT 1 FROM cells c WHERE c.run_id = r.run_id \
-               AND c.received_at_ms = r.received_at_ms AND c.indexes IS NULL)) \
+               AND c.received_at_ms = r.received_at_ms \
+               AND (c.indexes IS NULL OR c.layers IS NULL))) \
              ORDER BY r.run_id LIMIT {REBUILD_RUNS}"
         ));
         let stored: Vec<(String, i64, String, Option<Vec<u8>>)> = select
@@ -330,7 +355,7 @@ pub(super) async fn rebuild_missing(pool: &Pool) -> anyhow::Result<u64> {
         rebuilt += stored.len() as u64;
         tracing::info!(
             runs = rebuilt,
-            "made the cells of runs stored before cells held their samples' indexes, or before a run counted at most 120 requests of a phase"
+            "made the cells of runs stored before cells held their samples' indexes and layers, or before a run counted at most 120 requests of a phase"
         );
     })
 }
@@ -359,7 +384,7 @@ pub(super) async fn summary_cells(
     let mut cells = Vec::with_capacity(batch);
     with_pool!(pool, |pool| {
         let mut select =
-            QueryBuilder::new("SELECT run_id, samples, errors, ttft, e2e, received_at_ms");
+            QueryBuilder::new("SELECT run_id, samples, errors, ttft, e2e, received_at_ms, layers");
         for dimension in group_by {
             select.push(", ").push(dimension.name());
         }
@@ -371,7 +396,7 @@ pub(super) async fn summary_cells(
         // back after another would be counted twice.
         let (mut at, mut runs_at) = (i64::MIN, Vec::<String>::new());
         while let Some(row) = rows.try_next().await? {
-            let group = super::dimensions::group_values(&row, 6, group_by)?;
+            let group = super::dimensions::group_values(&row, 7, group_by)?;
             let (received_at_ms, run_id): (i64, String) = (row.try_get(5)?, row.try_get(0)?);
             if received_at_ms != at {
                 if received_at_ms < at {
@@ -392,14 +417,17 @@ pub(super) async fn summary_cells(
             };
             let ttft: Vec<u8> = row.try_get(3)?;
             let e2e: Vec<u8> = row.try_get(4)?;
-            cells.push(Piece::Cell(Cell {
+            let layers: Option<Vec<u8>> = row.try_get(6)?;
+            cells.push(Piece::Cell(Box::new(Cell {
                 group,
                 run_id,
                 samples: row.try_get::<i64, _>(1)?.max(0) as u64,
                 errors,
                 ttft: Sketch::decode(&ttft).context("a cell's TTFT sketch")?,
                 e2e: Sketch::decode(&e2e).context("a cell's end-to-end sketch")?,
-            }));
+                layers: layer::decode(layers.as_deref().unwrap_or_default())
+                    .context("a cell's layers")?,
+            })));
             if cells.len() == batch {
                 let full = std::mem::replace(&mut cells, Vec::with_capacity(batch));
                 if out.send(full).await.is_err() {

@@ -100,7 +100,7 @@ pub(super) async fn summary_folds(
             let fold = Fold::decode(&bytes).context("a day's fold")?;
             pieces.push(Piece::Fold(
                 super::dimensions::group_values(&row, 1, group_by)?,
-                fold,
+                Box::new(fold),
             ));
             if pieces.len() == batch {
                 let full = std::mem::replace(&mut pieces, Vec::with_capacity(batch));

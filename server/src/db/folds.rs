@@ -33,8 +33,9 @@
 use std::collections::{BTreeMap, HashMap};
 
 use anyhow::Context;
-use firsttoken_crowd::fold::Fold;
+use firsttoken_crowd::fold::{Fold, Listed};
 use firsttoken_crowd::sketch::Sketch;
+use firsttoken_crowd::summary::{Layers, layer};
 use futures_util::TryStreamExt;
 use sqlx::{QueryBuilder, Row};
 
@@ -69,12 +70,13 @@ struct DayCell {
     errors: BTreeMap<String, u64>,
     ttft: Sketch,
     e2e: Sketch,
+    layers: Layers,
 }
 
 /// A row's fold as it is made: runs waiting to be folded, and those folded.
 #[derive(Default)]
 struct Folding {
-    runs: Vec<(String, Sketch, Sketch)>,
+    runs: Vec<Listed>,
     fold: Fold,
 }
 
@@ -155,7 +157,7 @@ async fn fold_day(
     let mut run: Option<(String, Vec<DayCell>)> = None;
     with_pool!(pool, |p| {
         let mut select = QueryBuilder::new(format!(
-            "SELECT run_id, samples, errors, ttft, e2e, target_demo, {} \
+            "SELECT run_id, samples, errors, ttft, e2e, layers, target_demo, {} \
              FROM cells WHERE received_at_ms >= ",
             dimensions::columns()
         ));
@@ -172,6 +174,7 @@ async fn fold_day(
             let run_id: String = row.try_get(0)?;
             let errors: Option<String> = row.try_get(2)?;
             let (ttft, e2e): (Vec<u8>, Vec<u8>) = (row.try_get(3)?, row.try_get(4)?);
+            let layers: Option<Vec<u8>> = row.try_get(5)?;
             let cell = DayCell {
                 samples: row.try_get::<i64, _>(1)?.max(0) as u64,
                 errors: match errors {
@@ -180,13 +183,15 @@ async fn fold_day(
                 },
                 ttft: Sketch::decode(&ttft).context("a cell's TTFT sketch")?,
                 e2e: Sketch::decode(&e2e).context("a cell's end-to-end sketch")?,
+                layers: layer::decode(layers.as_deref().unwrap_or_default())
+                    .context("a cell's layers")?,
                 key: Key {
                     merged: 0,
-                    target_demo: Some(row.try_get(5)?),
+                    target_demo: Some(row.try_get(6)?),
                     values: Dimension::ALL
                         .into_iter()
                         .enumerate()
-                        .map(|(i, d)| dimensions::read(&row, 6 + i, d.kind()))
+                        .map(|(i, d)| dimensions::read(&row, 7 + i, d.kind()))
                         .collect::<Result<_, _>>()?,
                 },
             };
@@ -332,8 +337,7 @@ fn add_run(rows: &mut HashMap<Key, Folding>, varies: i64, run_id: String, cells:
     // Every subset of `varies`, by counting down through its bits.
     let mut merged = varies;
     loop {
-        let mut parts: BTreeMap<Key, (u64, BTreeMap<String, u64>, Sketch, Sketch)> =
-            BTreeMap::new();
+        let mut parts: BTreeMap<Key, (u64, BTreeMap<String, u64>, Listed)> = BTreeMap::new();
         for cell in &cells {
             let mut key = cell.key.clone();
             key.merged = merged;
@@ -345,21 +349,32 @@ fn add_run(rows: &mut HashMap<Key, Folding>, varies: i64, run_id: String, cells:
             if merged & DEMO != 0 {
                 key.target_demo = None;
             }
-            let part = parts.entry(key).or_default();
+            let part = parts.entry(key).or_insert_with(|| {
+                let listed = Listed {
+                    run_id: run_id.clone(),
+                    ttft: Sketch::default(),
+                    e2e: Sketch::default(),
+                    layers: Layers::default(),
+                };
+                (0, BTreeMap::new(), listed)
+            });
             part.0 += cell.samples;
             for (class, count) in &cell.errors {
                 *part.1.entry(class.clone()).or_default() += count;
             }
-            part.2.merge(&cell.ttft);
-            part.3.merge(&cell.e2e);
+            part.2.ttft.merge(&cell.ttft);
+            part.2.e2e.merge(&cell.e2e);
+            for (into, from) in part.2.layers.iter_mut().zip(&cell.layers) {
+                into.merge(from);
+            }
         }
-        for (key, (samples, errors, ttft, e2e)) in parts {
+        for (key, (samples, errors, run)) in parts {
             let folding = rows.entry(key).or_default();
             folding.fold.samples += samples;
             for (class, count) in errors {
                 *folding.fold.errors.entry(class).or_default() += count;
             }
-            folding.runs.push((run_id.clone(), ttft, e2e));
+            folding.runs.push(run);
             if folding.runs.len() == RUNS_PER_STEP {
                 folding.step();
             }

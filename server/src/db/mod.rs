@@ -28,8 +28,10 @@ pub use folds::{Folded, MOST_ROWS};
 /// group's values of the dimensions grouped by.
 #[derive(Debug)]
 pub enum Piece {
-    Cell(Cell),
-    Fold(Vec<String>, Fold),
+    /// Boxed, as the fold: both are hundreds of bytes, and a batch of pieces moves through
+    /// a channel.
+    Cell(Box<Cell>),
+    Fold(Vec<String>, Box<Fold>),
 }
 
 /// Runs `$body` with `$pool` bound to whichever pool `$db` (a [`Db`] or a [`Pool`])

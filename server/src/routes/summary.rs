@@ -267,8 +267,8 @@ async fn tally(
                 }
                 for piece in batch {
                     match piece {
-                        Piece::Cell(cell) => accumulator.add_cell(cell),
-                        Piece::Fold(group, fold) => accumulator.add_fold(group, fold),
+                        Piece::Cell(cell) => accumulator.add_cell(*cell),
+                        Piece::Fold(group, fold) => accumulator.add_fold(group, *fold),
                     }
                 }
                 if accumulator.groups() > most_groups {

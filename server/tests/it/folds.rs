@@ -39,6 +39,11 @@ fn run(n: u64) -> Run {
     let base = [300.0, 900.0, 500.0][(n % 3) as usize];
     let answered = |i: u64, phase: Phase| {
         let ttft = base + ((n * 13 + i * 37) % 200) as f64;
+        // Two requests in three split whole into layers (the time before sending known,
+        // and the server's whole time to its first token), so folds keep layers of some
+        // requests and not of others.
+        let mut conn = template.conn.clone().unwrap_or_default();
+        conn.sent_ms = (!i.is_multiple_of(3)).then_some((i % 4) as f64 * 10.0);
         firsttoken_core::schema::Sample {
             phase,
             ttft_any_ms: Some(ttft),
@@ -46,6 +51,10 @@ fn run(n: u64) -> Run {
             last_token_ms: Some(ttft + 700.0),
             e2e_ms: Some(ttft + 720.0),
             scenario: Some("default".into()),
+            conn: Some(conn),
+            stream_timings: Some(
+                [("first_token_written_ms".to_owned(), (0.6 * ttft).round())].into(),
+            ),
             ..template.clone()
         }
     };
@@ -148,13 +157,14 @@ async fn answers(db: &Db, queries: &[String]) -> Vec<Value> {
     out
 }
 
-/// Equal answers: every number the same but means, which add the same values in another
-/// order (equal to rounding).
+/// Equal answers: every number the same but means (and the layers' shares, made of means),
+/// which add the same values in another order (equal to rounding).
 pub(crate) fn same(a: &Value, b: &Value, path: &str) {
     match (a, b) {
         (Value::Number(x), Value::Number(y)) => {
             let (x, y) = (x.as_f64().expect("number"), y.as_f64().expect("number"));
-            let tolerance = if path.ends_with("mean") {
+            // A layer's share is its mean over the others'.
+            let tolerance = if path.ends_with("mean") || path.ends_with("share") {
                 1e-12 * y.abs()
             } else {
                 0.0
@@ -221,6 +231,14 @@ async fn folded_days_give_the_answers_their_cells_give() {
         }
         let by_cells = answers(db, &queries).await;
         assert_eq!(runs_in(&by_cells), 64, "{}", t.name);
+        // The layers are among what folds must give back.
+        let layers = &by_cells[10]["groups"][0]["layers"];
+        assert_eq!(
+            layers.as_array().map(Vec::len),
+            Some(3),
+            "{}: {layers}",
+            t.name
+        );
         assert_eq!(db.count(Table::Folds).await.expect("count"), 0);
 
         // Folded: three closed days, today left to its cells; the same answers.

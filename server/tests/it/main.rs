@@ -17,6 +17,7 @@ mod folds;
 mod group_commit;
 mod in_flight;
 mod instances;
+mod layers;
 mod limits;
 mod ops;
 mod partitions;
