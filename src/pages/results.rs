@@ -444,7 +444,23 @@ fn CompareVersions() -> impl IntoView {
             }
         };
         let (b, a, d) = compared.get();
-        let rows = compare::rows(&summary, &b, &a, d)
+        let compared_rows = compare::rows(&summary, &b, &a, d);
+        // Each value's layers, a line each under the table: they wrap on a phone.
+        let layer_lines = compared_rows
+            .iter()
+            .filter(|row| !row.layers.is_empty())
+            .map(|row| {
+                let changes = row
+                    .layers
+                    .iter()
+                    .map(|(layer, c)| format!("{}: {}", layer.title(), change_words(*c)))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let value = row.value.clone().unwrap_or_else(|| "(none)".to_owned());
+                view! { <li data-testid="compare-layers"><strong>{value}</strong>{format!(" — {changes}")}</li> }
+            })
+            .collect::<Vec<_>>();
+        let rows = compared_rows
             .into_iter()
             .map(|row| {
                 let cell = |g: Option<&Group>| match g.and_then(|g| g.ttft_ms.as_ref()) {
@@ -457,22 +473,12 @@ fn CompareVersions() -> impl IntoView {
                         .into_any(),
                 };
                 let change = row.change.map_or("—".to_owned(), change_words);
-                let by_layer = if row.layers.is_empty() {
-                    "—".to_owned()
-                } else {
-                    row.layers
-                        .iter()
-                        .map(|(layer, c)| format!("{}: {}", layer.title(), change_words(*c)))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                };
                 view! {
                     <tr data-testid="compare-row">
                         <td class="group-key">{row.value.clone().unwrap_or_else(|| "(none)".to_owned())}</td>
                         <td>{cell(row.before)}</td>
                         <td>{cell(row.after)}</td>
                         <td>{change}</td>
-                        <td data-testid="compare-layers">{by_layer}</td>
                     </tr>
                 }
             })
@@ -501,12 +507,15 @@ fn CompareVersions() -> impl IntoView {
                             <th scope="col">{format!("TTFT p50, {b}")}</th>
                             <th scope="col">{format!("TTFT p50, {a}")}</th>
                             <th scope="col">"Change"</th>
-                            <th scope="col" title="Each layer's median, before and after: the layer a fix moved">"By layer"</th>
                         </tr>
                     </thead>
                     <tbody>{rows}</tbody>
                 </table>
             </div>
+            {(!layer_lines.is_empty()).then(|| view! {
+                <p class="reading">"Layer by layer (each layer's median: the layer a fix moved is the one that changed):"</p>
+                <ul class="reading">{layer_lines}</ul>
+            })}
             <p class="status">"“Faster” and “slower” mean the two intervals do not overlap; otherwise the difference may be noise."</p>
             <CdfChart series=series label="Each version's requests, all groups together" />
         }
