@@ -44,11 +44,8 @@ pub struct Layers {
     pub ttft_ms: f64,
     pub before_send_ms: Result<f64, Absent>,
     pub server: Result<Server, Absent>,
-    /// The TTFT minus the known layers.
+    /// The TTFT minus the known layers ([`Layers::rest_holds`] says what that is).
     pub rest_ms: f64,
-    /// What the rest holds, in words: "the network both ways and the stream's delivery",
-    /// with whatever is not known apart.
-    pub rest_holds: String,
 }
 
 /// The target's own time before this request's first token, as it reported it.
@@ -88,11 +85,23 @@ impl Layers {
         let sent = before_send.as_ref().ok().copied();
         let server = server(sample, ttft, sent);
         let known = sent.unwrap_or(0.0) + server.as_ref().map_or(0.0, Server::total_ms);
+        Some(Layers {
+            ttft_ms: ttft,
+            before_send_ms: before_send,
+            server,
+            rest_ms: (ttft - known).max(0.0),
+        })
+    }
+
+    /// What the rest holds, in words: "the network both ways and the stream's delivery",
+    /// with whatever is not known apart. Worked out when shown, not for every sample the
+    /// collector splits.
+    pub fn rest_holds(&self) -> String {
         let mut unknown = Vec::new();
-        if sent.is_none() {
+        if self.before_send_ms.is_err() {
             unknown.push("setting up the connection");
         }
-        match &server {
+        match &self.server {
             Ok(s) if s.whole() => {}
             Ok(_) => {
                 unknown.push("the server's time after its response head (the model's, usually)")
@@ -103,13 +112,7 @@ impl Layers {
         if !unknown.is_empty() {
             holds += &format!(", with {} in it, not known apart", in_words(&unknown));
         }
-        Some(Layers {
-            ttft_ms: ttft,
-            before_send_ms: before_send,
-            server,
-            rest_ms: (ttft - known).max(0.0),
-            rest_holds: holds,
-        })
+        holds
     }
 }
 
@@ -242,7 +245,7 @@ mod tests {
         assert!(server.whole());
         assert_eq!(layers.rest_ms, 2300.0 - 60.0 - 1232.0);
         assert_eq!(
-            layers.rest_holds,
+            layers.rest_holds(),
             "the network both ways and the stream's delivery"
         );
     }
@@ -270,7 +273,7 @@ mod tests {
         assert_eq!(server.total_ms(), 474.0);
         assert_eq!(layers.rest_ms, 2300.0 - 60.0 - 474.0);
         assert_eq!(
-            layers.rest_holds,
+            layers.rest_holds(),
             "the network both ways and the stream's delivery, with the server's time after its response head (the model's, usually) in it, not known apart"
         );
     }
@@ -283,13 +286,14 @@ mod tests {
         assert!(
             layers
                 .before_send_ms
+                .clone()
                 .expect_err("no time before sending")
                 .0
                 .contains("Timing-Allow-Origin")
         );
         assert_eq!(layers.rest_ms, 2300.0 - 1232.0);
         assert_eq!(
-            layers.rest_holds,
+            layers.rest_holds(),
             "the network both ways and the stream's delivery, with setting up the connection in it, not known apart"
         );
     }

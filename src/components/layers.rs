@@ -74,7 +74,7 @@ pub fn request_layers(layers: &Layers) -> AnyView {
         .iter()
         .map(|(name, ms)| line(name, format::ms(Some(*ms)).into_any(), ms / total))
         .collect::<Vec<_>>();
-    let mut notes = vec![format!("The rest is {}.", layers.rest_holds)];
+    let mut notes = vec![format!("The rest is {}.", layers.rest_holds())];
     if let Err(absent) = &layers.before_send_ms {
         notes.push(format!("Before sending: not known, {}.", absent.0));
     }

@@ -94,7 +94,8 @@ async fn each_layer_of_the_wait_matches_the_targets_clock_over_a_4g_link() -> an
             "{layers:?}"
         );
         assert_eq!(
-            layers.rest_holds, "the network both ways and the stream's delivery",
+            layers.rest_holds(),
+            "the network both ways and the stream's delivery",
             "{layers:?}"
         );
     }

@@ -15,6 +15,7 @@ use firsttoken_server::db::Pool;
 use serde_json::Value;
 
 use crate::common::{self, App};
+use crate::summary::summary;
 
 /// Run `n` on `network`: eight steady requests; all but the last split whole (Resource
 /// Timing's time before sending, the target's auth step and its time to its first token
@@ -137,12 +138,6 @@ fn check_layers(group: &Value, runs: &[&Run], what: &str) {
     }
     let shares: f64 = figures.iter().map(|f| f.share).sum();
     assert!((shares - 1.0).abs() < 1e-9, "{what}");
-}
-
-async fn summary(app: &App, query: &str) -> Value {
-    let response = app.get(&format!("/api/v1/summary?{query}")).send().await;
-    assert_eq!(response.status, 200, "{query}");
-    response.json()
 }
 
 #[tokio::test]

@@ -219,7 +219,8 @@ fn check_group(group: &Value, runs: &[&Run], backend: &str) {
     }
 }
 
-async fn summary(app: &App, query: &str) -> Value {
+/// The collector's summary for `query`, which must be answered.
+pub(crate) async fn summary(app: &App, query: &str) -> Value {
     let response = app.get(&format!("/api/v1/summary?{query}")).send().await;
     assert_eq!(response.status, 200, "{query}");
     response.json()
